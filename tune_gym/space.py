@@ -1,0 +1,500 @@
+"""Knob spaces derived from MetaSchedule design spaces.
+
+MetaSchedule describes the schedules of a task as a few *sketches*: traces of schedule
+primitives in which some instructions sample a value (a loop's split factors, an unroll
+step, a compute location). Each sampling instruction becomes one named :class:`Knob` with the
+full list of its choices, and the sketches themselves become a ``sketch`` knob. A *config*
+is a tuple of per-knob choice indices; knobs that the chosen sketch does not use are held at
+index 0 (:meth:`KnobSpace.canonical`), so every config maps to exactly one program and
+:attr:`KnobSpace.size` counts distinct programs.
+
+Presets:
+    ``full``: MetaSchedule's own schedule rules for the target (spaces of 1e8+ configs).
+    ``compact``: a reduced rule set (two-level tiling, innermost factors <= 16 on CPU, fewer
+    unroll steps) whose spaces have roughly 1e3-5e4 configs, small enough to measure
+    exhaustively.
+
+Example:
+    >>> space = KnobSpace.for_task(Task.parse("resnet18:1"), preset="compact")
+    >>> cfg = space.sample(np.random.default_rng(0), 1)[0]
+    >>> space.to_dict(cfg)  # {"sketch": 0, "tile_f": (4, 16), ...}
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tune_gym._tvm import ms, tvm
+from tune_gym.errors import SpaceError
+from tune_gym.tasks.task import Task
+
+__all__ = ["Knob", "KnobSpace", "Config", "PRESETS", "perfect_tiles"]
+
+Config = tuple[int, ...]
+PRESETS = ("full", "compact")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable decision.
+
+    Attributes:
+        name: unique within the space (``tile_f``, ``unroll_explicit``, ``compute_at_pad_temp``).
+        kind: ``split`` (choices are factor tuples), ``categorical`` (candidate values),
+            ``compute_at`` (MetaSchedule location indices: -2 inline, -1 root, i >= 0 the i-th
+            loop) or ``sketch`` (sketch indices).
+        choices: every value the knob can take, in a fixed order.
+    """
+
+    name: str
+    kind: str
+    choices: tuple[Any, ...]
+
+    def __len__(self) -> int:
+        return len(self.choices)
+
+
+@functools.cache
+def perfect_tiles(extent: int, n: int, max_innermost: int) -> tuple[tuple[int, ...], ...]:
+    """Every ordered n-tuple of positive ints whose product is ``extent``, innermost <= limit.
+
+    ``max_innermost <= 0`` means no limit (MetaSchedule's ``-1``). Order: lexicographic.
+    """
+    if n == 1:
+        return ((extent,),) if max_innermost <= 0 or extent <= max_innermost else ()
+    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
+    out = []
+    for d in divisors:
+        for rest in perfect_tiles(extent // d, n - 1, max_innermost):
+            out.append((d, *rest))
+    return tuple(out)
+
+
+def _compact_rules(kind: str) -> list[Any]:
+    m = ms()
+    reuse = m.schedule_rule.ReuseType
+    if kind == "llvm":
+        return [
+            m.schedule_rule.InlineConstantScalars(),
+            m.schedule_rule.AutoInline(
+                into_producer=False, into_consumer=True, inline_const_tensor=True,
+                disallow_if_then_else=True, require_injective=True, require_ordered=True,
+                disallow_op=["tirx.exp"],
+            ),
+            m.schedule_rule.MultiLevelTiling(
+                structure="SRS", max_innermost_factor=16,
+                reuse_write=reuse(req="may", levels=[1], scope="global"),
+            ),
+            m.schedule_rule.ParallelizeVectorizeUnroll(
+                max_jobs_per_core=16, max_vectorize_extent=64, unroll_max_steps=[0, 16, 64, 512],
+                unroll_explicit=True,
+            ),
+        ]
+    return [
+        m.schedule_rule.InlineConstantScalars(),
+        m.schedule_rule.AutoInline(
+            into_producer=True, into_consumer=True, inline_const_tensor=True,
+            disallow_if_then_else=False, require_injective=False, require_ordered=False,
+        ),
+        m.schedule_rule.MultiLevelTiling(
+            structure="SSRS", tile_binds=["blockIdx.x", "threadIdx.x"], max_innermost_factor=4,
+            reuse_write=reuse(req="must", levels=[2], scope="local"),
+        ),
+        m.schedule_rule.ParallelizeVectorizeUnroll(
+            max_jobs_per_core=-1, max_vectorize_extent=-1, unroll_max_steps=[0, 64, 512],
+            unroll_explicit=True,
+        ),
+        m.schedule_rule.AutoBind(),
+    ]
+
+
+def _strip_layout_free(mod: Any) -> Any:
+    """Drop ``layout_free_buffers`` so kernels keep their inputs' layout (see KnobSpace)."""
+    func = mod["main"]
+    if func.attrs is not None and "layout_free_buffers" in func.attrs:
+        attrs = {k: v for k, v in func.attrs.items() if k != "layout_free_buffers"}
+        func = func.with_attrs(attrs) if hasattr(func, "with_attrs") else func
+        func = func.without_attr("layout_free_buffers")
+    return tvm().IRModule({"main": func})
+
+
+class KnobSpace:
+    """The knobs of one task's design space, with encode/decode, sampling and validity.
+
+    Weights keep their given layout: the ``layout_free_buffers`` hint that lets MetaSchedule
+    pre-pack weights is removed, so a measured kernel does all the work of the op and its
+    output can be checked against a reference on the same inputs.
+
+    Build with :meth:`for_task` (cached per process). Not thread-safe for concurrent
+    validity checks; the measurement backends use one space per process.
+    """
+
+    def __init__(self, task: Task, preset: str = "full", seed: int = 0) -> None:
+        if preset not in PRESETS:
+            raise SpaceError(f"unknown space preset {preset!r}; known: {', '.join(PRESETS)}")
+        self.task = task
+        self.preset = preset
+        tv, m = tvm(), ms()
+        self._tvm = tv
+        self.mod = _strip_layout_free(task.ir_module())
+        self.target = task.target.tvm_target()
+        kind = task.target.kind
+        rules = kind if preset == "full" else _compact_rules(kind)
+        self._ctx = m.TuneContext(
+            mod=self.mod, target=self.target,
+            space_generator=m.space_generator.PostOrderApply(
+                sch_rules=rules, postprocs=kind, mutator_probs={}
+            ),
+            num_threads=1, rand_state=seed,
+        )
+        schedules = self._ctx.generate_design_space()
+        self._postprocs = list(self._ctx.space_generator.postprocs)
+        self._lock = threading.Lock()
+        self._loop_names = self._original_loop_names()
+        self._traces: list[Any] = []  # sketch -> trace without postprocs
+        self._sketch_knobs: list[list[tuple[int, Any]]] = []  # sketch -> [(knob idx, inst)]
+        self.knobs: list[Knob] = []
+        knob_index: dict[Knob, int] = {}
+        if len(schedules) > 1:
+            self.knobs.append(Knob("sketch", "sketch", tuple(range(len(schedules)))))
+        for s, sch in enumerate(schedules):
+            trace = sch.trace.simplified(remove_postproc=True)
+            self._traces.append(trace)
+            entries = []
+            used_names: set[str] = set()
+            for inst, knob in self._knobs_of(trace):
+                name = knob.name
+                if name in used_names:  # same loop sampled twice in one sketch
+                    name = next(f"{name}_{i}" for i in itertools.count(2) if f"{name}_{i}" not in used_names)
+                    knob = Knob(name, knob.kind, knob.choices)
+                used_names.add(name)
+                if knob not in knob_index:
+                    if any(k.name == knob.name for k in self.knobs):  # same name, other choices
+                        knob = Knob(f"{knob.name}.s{s}", knob.kind, knob.choices)
+                    knob_index[knob] = len(self.knobs)
+                    self.knobs.append(knob)
+                entries.append((knob_index[knob], inst))
+            self._sketch_knobs.append(entries)
+        self._active = [
+            ({0} if self.n_sketches > 1 else set()) | {i for i, _ in entries} for entries in self._sketch_knobs
+        ]
+        self._sketch_sizes = [
+            math.prod(len(self.knobs[i]) for i in sorted(a) if self.knobs[i].kind != "sketch")
+            for a in self._active
+        ]
+        self.size = sum(self._sketch_sizes)
+        self.names = [k.name for k in self.knobs]
+        self.dims = np.array([len(k) for k in self.knobs], dtype=np.int64)
+
+    # ------------------------------------------------------------------ construction helpers
+    @classmethod
+    def for_task(cls, task: Task, preset: str = "full") -> KnobSpace:
+        """The space of ``task`` (built once per process and preset)."""
+        return _cached_space(task, preset)
+
+    def _original_loop_names(self) -> dict[str, list[str]]:
+        sch = self._tvm.s_tir.Schedule(self.mod)
+        out = {}
+        for block in sch.get_child_blocks(sch.get_sblock("root")) if _has_root(sch) else []:
+            name = sch.get(block).name_hint
+            out[name] = [_short(sch.get(loop).loop_var.name) for loop in sch.get_loops(block)]
+        return out
+
+    def _knobs_of(self, trace: Any) -> Iterator[tuple[Any, Knob]]:
+        """Yield (sampling instruction, Knob) for each decision of one sketch's trace."""
+        rv_block: dict[Any, str] = {}
+        rv_loop: dict[Any, str] = {}
+        rv_annotation: dict[Any, str] = {}
+        for inst in trace.insts:  # first pass: names of blocks, loops, annotation uses
+            kind = inst.kind.name
+            if kind == "GetSBlock":
+                rv_block[inst.outputs[0]] = str(inst.attrs[0])
+            elif kind == "GetLoops" and inst.inputs[0] in rv_block:
+                names = self._loop_names.get(rv_block[inst.inputs[0]], [])
+                for j, out in enumerate(inst.outputs):
+                    rv_loop[out] = names[j] if j < len(names) else f"l{j}"
+            elif kind == "Annotate" and len(inst.inputs) > 1:
+                key = str(inst.attrs[0]).removeprefix("meta_schedule.")
+                rv_annotation[inst.inputs[1]] = key
+        decisions = trace.decisions
+        for idx, inst in enumerate(trace.insts):
+            if inst not in decisions:
+                continue
+            kind, decision = inst.kind.name, decisions[inst]
+            if kind == "SamplePerfectTile":
+                n, max_inner = int(inst.attrs[0]), int(inst.attrs[1])
+                extent = math.prod(int(x) for x in decision)
+                loop = rv_loop.get(inst.inputs[0], f"loop{idx}")
+                yield inst, Knob(f"tile_{loop}", "split", perfect_tiles(extent, n, max_inner))
+            elif kind == "SampleCategorical":
+                candidates = tuple(int(c) for c in inst.attrs[0])
+                name = rv_annotation.get(inst.outputs[0], f"categorical{idx}")
+                yield inst, Knob(name, "categorical", candidates)
+            elif kind == "SampleComputeLocation":
+                block = next((rv_block[b] for b in inst.inputs if b in rv_block), f"block{idx}")
+                locations = self._compute_locations(trace, inst, block)
+                yield inst, Knob(f"compute_at_{block}", "compute_at", locations)
+            else:
+                raise SpaceError(f"{self.task}: unsupported sampling instruction {kind}")
+
+    def _compute_locations(self, trace: Any, inst: Any, block: str) -> tuple[int, ...]:
+        """The location indices MetaSchedule accepts for this instruction.
+
+        ``SampleComputeLocation`` maps a decision that is not a valid location to the valid
+        one before it (or to -1, the root) and records the decision it used, without changing
+        the program. So: replay the trace up to the instruction once, then sample with every
+        candidate -2 .. number of loops and collect the recorded decisions.
+        """
+        k = list(trace.insts).index(inst)
+        prefix = trace.insts[:k]
+        decisions = {i: d for i, d in trace.decisions.items() if i in set(prefix)}
+        sch = self._tvm.s_tir.Schedule(self.mod)
+        self._tvm.s_tir.schedule.Trace(prefix, decisions).apply_to_schedule(sch, remove_postproc=True)
+        rv = sch.get_sblock(block)
+        ok = set()
+        for loc in range(-2, _count_loops(sch.mod) + 1):
+            sch.sample_compute_location(rv, decision=loc)
+            ok.add(int(sch.trace.decisions[sch.trace.insts[-1]]))
+        return tuple(sorted(ok))
+
+    # ------------------------------------------------------------------ basic facts
+    @property
+    def n_knobs(self) -> int:
+        return len(self.knobs)
+
+    @property
+    def n_sketches(self) -> int:
+        return len(self._traces)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        knobs = ", ".join(f"{k.name}:{len(k)}" for k in self.knobs)
+        return f"KnobSpace({self.task.uri}, preset={self.preset}, size={self.size}, knobs=[{knobs}])"
+
+    def sketch_of(self, config: Config) -> int:
+        return int(config[0]) if self.n_sketches > 1 else 0
+
+    def active(self, config: Config) -> list[int]:
+        """Indices of the knobs that the config's sketch uses."""
+        return sorted(self._active[self.sketch_of(config)])
+
+    # ------------------------------------------------------------------ validation / encoding
+    def check(self, config: Sequence[Any]) -> Config:
+        """Validate a config and return it canonical; raise SpaceError naming the bad knob."""
+        if isinstance(config, np.ndarray):
+            if config.ndim != 1:
+                raise SpaceError(f"a config is a 1-D sequence of {self.n_knobs} knob indices, got shape {config.shape}")
+            if config.dtype.kind == "f" and not np.all(np.isfinite(config)):
+                bad = int(np.flatnonzero(~np.isfinite(config))[0])
+                raise SpaceError(f"knob {self.names[bad]!r}: value {config[bad]} is not a finite index")
+        if len(config) != self.n_knobs:
+            raise SpaceError(
+                f"config has {len(config)} values but the space has {self.n_knobs} knobs ({', '.join(self.names)})"
+            )
+        out = []
+        for knob, v in zip(self.knobs, config):
+            if isinstance(v, (bool, np.bool_)):
+                raise SpaceError(f"knob {knob.name!r}: index must be an integer, got {v!r}")
+            if isinstance(v, (float, np.floating)):
+                if not math.isfinite(v) or v != int(v):
+                    raise SpaceError(f"knob {knob.name!r}: index {v!r} is not an integer")
+            elif not isinstance(v, (int, np.integer)):
+                raise SpaceError(f"knob {knob.name!r}: index must be an integer, got {type(v).__name__} {v!r}")
+            iv = int(v)
+            if not 0 <= iv < len(knob):
+                raise SpaceError(f"knob {knob.name!r}: index {iv} out of range [0, {len(knob) - 1}]")
+            out.append(iv)
+        return self.canonical(out)
+
+    def canonical(self, config: Sequence[int]) -> Config:
+        """Set the knobs the config's sketch does not use to 0."""
+        active = self._active[int(config[0]) if self.n_sketches > 1 else 0]
+        return tuple(int(v) if i in active else 0 for i, v in enumerate(config))
+
+    def to_dict(self, config: Config) -> dict[str, Any]:
+        """``{knob name: value}`` for the active knobs (split values are factor tuples)."""
+        return {self.knobs[i].name: self.knobs[i].choices[config[i]] for i in self.active(config)}
+
+    def from_dict(self, values: dict[str, Any]) -> Config:
+        """Inverse of :meth:`to_dict` (missing inactive knobs default to index 0)."""
+        out = [0] * self.n_knobs
+        for name, value in values.items():
+            if name not in self.names:
+                raise SpaceError(f"unknown knob {name!r}; knobs: {', '.join(self.names)}")
+            i = self.names.index(name)
+            choices = self.knobs[i].choices
+            value = tuple(value) if isinstance(value, list) else value
+            if value not in choices:
+                raise SpaceError(f"knob {name!r}: value {value!r} is not one of its {len(choices)} choices")
+            out[i] = choices.index(value)
+        return self.check(out)
+
+    def index(self, config: Config) -> int:
+        """Flat index in [0, size): sketch offset + mixed radix over the sketch's knobs."""
+        config = self.check(config)
+        s = self.sketch_of(config)
+        flat = 0
+        for i in self._radix(s):
+            flat = flat * int(self.dims[i]) + config[i]
+        return sum(self._sketch_sizes[:s]) + flat
+
+    def config(self, index: int) -> Config:
+        """Inverse of :meth:`index`."""
+        if not 0 <= int(index) < self.size:
+            raise SpaceError(f"flat index {index} out of range [0, {self.size - 1}]")
+        rest = int(index)
+        s = 0
+        while rest >= self._sketch_sizes[s]:
+            rest -= self._sketch_sizes[s]
+            s += 1
+        out = [0] * self.n_knobs
+        if self.n_sketches > 1:
+            out[0] = s
+        for i in reversed(self._radix(s)):
+            rest, out[i] = divmod(rest, int(self.dims[i]))
+        return tuple(out)
+
+    def _radix(self, sketch: int) -> list[int]:
+        return [i for i in sorted(self._active[sketch]) if self.knobs[i].kind != "sketch"]
+
+    def __iter__(self) -> Iterator[Config]:
+        """Every config in flat-index order."""
+        return (self.config(i) for i in range(self.size))
+
+    # ------------------------------------------------------------------ sampling / neighbours
+    def sample(self, rng: np.random.Generator, n: int = 1) -> list[Config]:
+        """``n`` configs drawn uniformly from the space (with replacement)."""
+        if self.size < 2**62:
+            return [self.config(int(i)) for i in rng.integers(0, self.size, size=n)]
+        probs = np.array(self._sketch_sizes, dtype=float) / self.size
+        out = []
+        for _ in range(n):
+            cfg = [int(rng.integers(0, d)) for d in self.dims]
+            if self.n_sketches > 1:
+                cfg[0] = int(rng.choice(self.n_sketches, p=probs))
+            out.append(self.canonical(cfg))
+        return out
+
+    def sample_unique(self, rng: np.random.Generator, n: int, exclude: set[Config] | None = None) -> list[Config]:
+        """Up to ``n`` distinct configs not in ``exclude`` (fewer only if the space runs out)."""
+        exclude = set(exclude or ())
+        remaining = self.size - len(exclude)
+        n = min(n, max(0, remaining))
+        out: list[Config] = []
+        seen = set(exclude)
+        if n > 0 and n > remaining // 4 and self.size <= 5_000_000:  # dense: draw from the rest
+            pool = [c for c in self if c not in seen]
+            for i in rng.permutation(len(pool))[:n]:
+                out.append(pool[int(i)])
+            return out
+        while len(out) < n:
+            for cfg in self.sample(rng, 2 * (n - len(out))):
+                if cfg not in seen:
+                    seen.add(cfg)
+                    out.append(cfg)
+                    if len(out) == n:
+                        break
+        return out
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """Configs at Manhattan distance 1 in per-knob index (active knobs and the sketch)."""
+        config = self.check(config)
+        out = []
+        for i in self.active(config):
+            for step in (-1, 1):
+                v = config[i] + step
+                if 0 <= v < self.dims[i]:
+                    cfg = list(config)
+                    cfg[i] = v
+                    cand = self.canonical(cfg)
+                    if cand != config and cand not in out:
+                        out.append(cand)
+        return out
+
+    def normalized(self, configs: Sequence[Config]) -> np.ndarray:
+        """Knob indices scaled to [0, 1] (``index / (choices - 1)``), shape ``n x n_knobs``."""
+        arr = np.asarray(configs, dtype=np.float32).reshape(-1, self.n_knobs)
+        return arr / np.maximum(self.dims - 1, 1).astype(np.float32)
+
+    # ------------------------------------------------------------------ schedules
+    def trace(self, config: Config) -> Any:
+        """The sketch's trace with the config's decisions (no postprocessing)."""
+        config = self.check(config)
+        s = self.sketch_of(config)
+        base = self._traces[s]
+        decisions = dict(base.decisions.items())
+        for k, inst in self._sketch_knobs[s]:
+            knob = self.knobs[k]
+            value = knob.choices[config[k]]
+            decisions[inst] = list(value) if knob.kind == "split" else (
+                config[k] if knob.kind == "categorical" else value)
+        return self._tvm.s_tir.schedule.Trace(base.insts, decisions)
+
+    def to_schedule(self, config: Config) -> Any:
+        """A ``tvm.s_tir.Schedule`` with the config applied (before postprocessing)."""
+        sch = self._tvm.s_tir.Schedule(self.mod)
+        self.trace(config).apply_to_schedule(sch, remove_postproc=True)
+        return sch
+
+    def apply(self, config: Config) -> tuple[Any | None, str]:
+        """Schedule + target postprocs. Returns ``(schedule, "")`` or ``(None, reason)``."""
+        try:
+            sch = self.to_schedule(config)
+        except SpaceError:
+            raise
+        except Exception as err:  # noqa: BLE001 - TVM scheduling errors
+            return None, f"schedule error: {str(err).strip().splitlines()[-1][:300]}"
+        with self._lock:
+            for p in self._postprocs:
+                try:
+                    if not p.apply(sch):
+                        return None, f"rejected by postproc {type(p).__name__}"
+                except Exception as err:  # noqa: BLE001
+                    return None, f"postproc {type(p).__name__} failed: {str(err).strip()[:300]}"
+        return sch, ""
+
+    def is_valid(self, config: Config) -> bool:
+        """True when the config schedules and passes the target's postprocs.
+
+        On CUDA this includes ``VerifyGPUCode`` (threads per block, shared memory, ...), so
+        it needs no GPU. On LLVM nearly every config is valid.
+        """
+        return self.apply(config)[0] is not None
+
+
+def _count_loops(mod: Any) -> int:
+    """Number of loops in the module's main function (an upper bound for location indices)."""
+    count = 0
+    for line in mod.script().splitlines():
+        head = line.strip()
+        if head.startswith("for ") and " in " in head:
+            count += head[4:head.index(" in ")].count(",") + 1
+    return count
+
+
+def _has_root(sch: Any) -> bool:
+    try:
+        sch.get_sblock("root")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _short(name: str) -> str:
+    """``ff`` -> ``f``, ``yy`` -> ``y``, ``rc`` -> ``rc``, ``i0`` -> ``i0``."""
+    return name[0] if len(name) > 1 and len(set(name)) == 1 else name
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_space(task: Task, preset: str) -> KnobSpace:
+    return KnobSpace(task, preset)

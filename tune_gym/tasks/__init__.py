@@ -1,0 +1,11 @@
+"""Tasks: operators, targets, versioned URIs and network suites."""
+
+from tune_gym.tasks.ops import OPS, OpDef, get_op
+from tune_gym.tasks.suites import SUITES, Suite, SuiteTask, get_suite, task_by_id
+from tune_gym.tasks.targets import TargetSpec, host_cores, host_cpu
+from tune_gym.tasks.task import Task
+
+__all__ = [
+    "OPS", "OpDef", "get_op", "SUITES", "Suite", "SuiteTask", "get_suite", "task_by_id",
+    "TargetSpec", "host_cores", "host_cpu", "Task",
+]

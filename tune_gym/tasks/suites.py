@@ -1,0 +1,197 @@
+"""Network suites: the tunable layers of well-known networks, with per-task weights.
+
+Shapes are written out from each architecture's definition (batch 1, ImageNet 224x224
+inputs, float32; BERT-base at sequence length 128). Layers with identical shapes are one
+task; its ``weight`` is how many times that task occurs in one forward pass, so a network's
+latency is ``sum(weight * task latency)`` over its tasks (plus untuned glue ops).
+
+Task ids are ``<suite>:<index>`` (``resnet18:3``), indices in the order listed here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass
+
+from tune_gym.errors import TaskError
+from tune_gym.tasks.task import Task
+
+__all__ = ["Suite", "SuiteTask", "SUITES", "get_suite", "task_by_id"]
+
+_Layer = tuple[str, tuple[tuple[str, int], ...]]
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    task: Task
+    weight: int
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    tasks: tuple[SuiteTask, ...]
+
+    def __getitem__(self, index: int) -> SuiteTask:
+        if not 0 <= index < len(self.tasks):
+            raise TaskError(f"suite {self.name} has tasks 0..{len(self.tasks) - 1}, not {index}")
+        return self.tasks[index]
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def with_target(self, target: str) -> Suite:
+        return Suite(self.name, self.description,
+                     tuple(SuiteTask(t.task.with_target(target), t.weight) for t in self.tasks))
+
+
+def _conv(c: int, h: int, k: int, r: int, s: int = 1, p: int = 0) -> _Layer:
+    return ("conv2d_nchw", (("c", c), ("h", h), ("w", h), ("k", k), ("r", r), ("s", s), ("p", p)))
+
+
+def _dw(c: int, h: int, s: int) -> _Layer:
+    return ("depthwise_conv2d_nchw", (("c", c), ("h", h), ("w", h), ("r", 3), ("s", s), ("p", 1)))
+
+
+def _dense(m: int, n: int, k: int) -> _Layer:
+    return ("dense", (("m", m), ("n", n), ("k", k)))
+
+
+def _bmm(b: int, m: int, n: int, k: int) -> _Layer:
+    return ("batch_matmul", (("b", b), ("m", m), ("n", n), ("k", k)))
+
+
+def _tconv(c: int, h: int, k: int, s: int, p: int) -> _Layer:
+    return ("conv2d_transpose_nchw", (("c", c), ("h", h), ("w", h), ("k", k), ("r", 4), ("s", s), ("p", p)))
+
+
+def _resnet18() -> list[_Layer]:
+    layers = [_conv(3, 224, 64, 7, 2, 3)] + [_conv(64, 56, 64, 3, 1, 1)] * 4
+    for cin, h, cout in [(64, 56, 128), (128, 28, 256), (256, 14, 512)]:
+        layers += [_conv(cin, h, cout, 3, 2, 1), _conv(cin, h, cout, 1, 2, 0)]
+        layers += [_conv(cout, h // 2, cout, 3, 1, 1)] * 3
+    return layers + [_dense(1, 1000, 512)]
+
+
+def _vgg16() -> list[_Layer]:
+    cfg = [(3, 224, 64), (64, 224, 64), (64, 112, 128), (128, 112, 128), (128, 56, 256),
+           (256, 56, 256), (256, 56, 256), (256, 28, 512), (512, 28, 512), (512, 28, 512),
+           (512, 14, 512), (512, 14, 512), (512, 14, 512)]
+    return [_conv(c, h, k, 3, 1, 1) for c, h, k in cfg] + [
+        _dense(1, 4096, 512 * 7 * 7), _dense(1, 4096, 4096), _dense(1, 1000, 4096)]
+
+
+def _alexnet() -> list[_Layer]:
+    return [_conv(3, 224, 64, 11, 4, 2), _conv(64, 27, 192, 5, 1, 2), _conv(192, 13, 384, 3, 1, 1),
+            _conv(384, 13, 256, 3, 1, 1), _conv(256, 13, 256, 3, 1, 1),
+            _dense(1, 4096, 256 * 6 * 6), _dense(1, 4096, 4096), _dense(1, 1000, 4096)]
+
+
+def _squeezenet10() -> list[_Layer]:
+    layers = [_conv(3, 224, 96, 7, 2, 0)]
+    fires = [(96, 54, 16, 64), (128, 54, 16, 64), (128, 54, 32, 128), (256, 27, 32, 128),
+             (256, 27, 48, 192), (384, 27, 48, 192), (384, 27, 64, 256), (512, 13, 64, 256)]
+    for cin, h, squeeze, expand in fires:
+        layers += [_conv(cin, h, squeeze, 1), _conv(squeeze, h, expand, 1), _conv(squeeze, h, expand, 3, 1, 1)]
+    return layers + [_conv(512, 13, 1000, 1)]
+
+
+def _mobilenet_v2() -> list[_Layer]:
+    layers = [_conv(3, 224, 32, 3, 2, 1)]
+    cin, h = 32, 112
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            if t != 1:
+                layers.append(_conv(cin, h, hidden, 1))
+            layers.append(_dw(hidden, h, stride))
+            h //= stride
+            layers.append(_conv(hidden, h, c, 1))
+            cin = c
+    return layers + [_conv(320, 7, 1280, 1), _dense(1, 1000, 1280)]
+
+
+def _bert_base(seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 3072, depth: int = 12) -> list[_Layer]:
+    head_dim = hidden // heads
+    per_layer = [_dense(seq, hidden, hidden)] * 4 + [_dense(seq, ffn, hidden), _dense(seq, hidden, ffn),
+                 _bmm(heads, seq, seq, head_dim), _bmm(heads, seq, head_dim, seq)]
+    return per_layer * depth + [_dense(1, hidden, hidden)]
+
+
+def _dcgan() -> list[_Layer]:
+    return [_tconv(100, 1, 512, 1, 0), _tconv(512, 4, 256, 2, 1), _tconv(256, 8, 128, 2, 1),
+            _tconv(128, 16, 64, 2, 1), _tconv(64, 32, 3, 2, 1)]
+
+
+_DEFS = {
+    "resnet18": ("ResNet-18, ImageNet 224x224, batch 1", _resnet18),
+    "vgg16": ("VGG-16, ImageNet 224x224, batch 1", _vgg16),
+    "alexnet": ("AlexNet (torchvision variant), 224x224, batch 1", _alexnet),
+    "squeezenet1.0": ("SqueezeNet 1.0, 224x224, batch 1", _squeezenet10),
+    "mobilenet_v2": ("MobileNet-V2 (width 1.0), 224x224, batch 1 (depthwise + 1x1 convs)", _mobilenet_v2),
+    "bert_base": ("BERT-base encoder, sequence 128, batch 1 (dense + attention batch_matmul)", _bert_base),
+    "dcgan": ("DCGAN generator, 64x64 output, batch 1 (conv2d_transpose)", _dcgan),
+}
+
+
+def _build(name: str, target: str = "llvm") -> Suite:
+    description, layers_fn = _DEFS[name]
+    counts = Counter(layers_fn())  # insertion order = first occurrence in the network
+    tasks = tuple(SuiteTask(Task(op, params, "float32", _target(target)), weight)
+                  for (op, params), weight in counts.items())
+    return Suite(name, description, tasks)
+
+
+def _target(kind: str):  # noqa: ANN202 - tiny helper
+    from tune_gym.tasks.targets import TargetSpec
+
+    return TargetSpec(kind)
+
+
+@functools.cache
+def get_suite(name: str, target: str = "llvm") -> Suite:
+    """A suite by name (``resnet18``), its tasks on ``target``."""
+    if name not in _DEFS:
+        raise TaskError(f"unknown suite {name!r}; known suites: {', '.join(_DEFS)}")
+    return _build(name, target)
+
+
+class _Suites(dict):  # lazily built mapping name -> Suite on llvm
+    def __missing__(self, key: str) -> Suite:
+        value = get_suite(key)
+        self[key] = value
+        return value
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(_DEFS)
+
+    def keys(self):  # noqa: ANN201
+        return _DEFS.keys()
+
+    def __len__(self) -> int:
+        return len(_DEFS)
+
+    def items(self):  # noqa: ANN201
+        return [(k, self[k]) for k in _DEFS]
+
+    def values(self):  # noqa: ANN201
+        return [self[k] for k in _DEFS]
+
+
+SUITES: dict[str, Suite] = _Suites()
+
+
+def task_by_id(task_id: str) -> Task:
+    """Resolve ``suite:index`` (optionally ``suite:index@cuda``) to a Task."""
+    text, _, target = task_id.partition("@")
+    name, sep, index = text.partition(":")
+    if not sep or not index.isdigit():
+        raise TaskError(
+            f"unknown task {task_id!r}: give a URI (op://...) or <suite>:<index> such as resnet18:1; "
+            f"suites: {', '.join(_DEFS)} (list them with `tune-gym tasks`)"
+        )
+    return get_suite(name, target or "llvm")[int(index)].task
