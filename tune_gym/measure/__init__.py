@@ -1,0 +1,15 @@
+"""Measurement backends (live TVM builds and timing) and their results."""
+
+from tune_gym.measure.base import Backend
+from tune_gym.measure.result import ERROR_KINDS, MeasureResult
+
+__all__ = ["Backend", "MeasureResult", "ERROR_KINDS", "make_backend"]
+
+
+def make_backend(name: str, **options: object) -> Backend:
+    """A backend by short id: ``live``."""
+    if name == "live":
+        from tune_gym.measure.live import LiveBackend
+
+        return LiveBackend(**options)  # type: ignore[arg-type]
+    raise ValueError(f"unknown backend {name!r}; known backends: live")

@@ -1,0 +1,202 @@
+"""Live measurement: build with TVM in worker processes, time on this machine's CPU (or GPU).
+
+Design:
+    * Builds run in a persistent pool of ``build_workers`` processes (TVM's
+      ``PopenPoolExecutor``), in parallel, each with a per-config timeout. A crash or hang
+      kills only that worker; the config is recorded as ``worker_crash`` / ``timeout`` and
+      the pool restarts the worker for the next config. Workers are recycled every
+      ``recycle_after`` jobs to bound TVM's per-process memory growth.
+    * Timing runs one kernel at a time in a single runner process (also isolated, with its
+      own timeout), with TVM's ``time_evaluator`` (``number`` calls per repeat, ``repeat``
+      repeats, each repeat at least ``min_repeat_ms``), or with the adaptive evaluator.
+    * The first kernel of each task that runs is checked against PyTorch on random inputs;
+      a mismatch is recorded as ``wrong_result`` and the next running kernel is checked
+      again, until one passes.
+
+MetaSchedule's ``LocalBuilder`` was not used: it starts a fresh process pool for every
+batch, and each fresh worker imports TVM's tensor intrinsics (tens of seconds on this
+machine), which would dominate the measurement time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tune_gym.measure.result import MeasureResult
+from tune_gym.space import Config, KnobSpace
+from tune_gym.tasks.targets import host_cores
+from tune_gym.tasks.task import Task
+
+__all__ = ["LiveBackend", "LiveConfig"]
+
+
+@dataclass
+class LiveConfig:
+    """Settings of the live backend.
+
+    Attributes:
+        number: kernel calls averaged into one cost.
+        repeat: costs recorded per config.
+        min_repeat_ms: each repeat lasts at least this long (``number`` grows to fit).
+        flush_cache: flush the CPU cache before each repeat (TVM's cache_flush preproc).
+        build_workers: parallel build processes (default: the host's core count).
+        build_timeout: seconds before a build is killed.
+        run_timeout: seconds before a timing run is killed.
+        check_correctness: compare the first running kernel of each task with PyTorch.
+        adaptive: AdaTune's adaptive evaluator instead of fixed repeats (None = off); a dict
+            of :func:`tune_gym.measure.adaptive.adaptive_costs` options.
+        recycle_after: jobs per worker process before it is restarted.
+        seed: seed of the random inputs.
+    """
+
+    number: int = 1
+    repeat: int = 3
+    min_repeat_ms: int = 50
+    flush_cache: bool = False
+    build_workers: int | None = None
+    build_timeout: float = 60.0
+    run_timeout: float = 30.0
+    check_correctness: bool = True
+    adaptive: dict[str, Any] | None = None
+    recycle_after: int = 256
+    seed: int = 0
+
+
+class LiveBackend:
+    """Builds and times configs for real. ``name = "live"``.
+
+    Example:
+        >>> backend = LiveBackend(LiveConfig(repeat=3))
+        >>> results = backend.measure(task, space, space.sample(rng, 4))
+        >>> backend.close()
+    """
+
+    name = "live"
+
+    def __init__(self, config: LiveConfig | None = None, **overrides: Any) -> None:
+        self.config = config or LiveConfig()
+        for key, value in overrides.items():
+            if not hasattr(self.config, key):
+                raise TypeError(f"LiveBackend: unknown option {key!r}")
+            setattr(self.config, key, value)
+        self._build_pool: Any = None
+        self._run_pool: Any = None
+        self._checked: set[str] = set()
+
+    # ------------------------------------------------------------------ pools
+    def _pools(self) -> tuple[Any, Any]:
+        if self._build_pool is None:
+            from tvm.support.popen_pool import PopenPoolExecutor
+
+            from tune_gym.measure.workers import init_worker
+
+            c = self.config
+            self._build_pool = PopenPoolExecutor(
+                max_workers=c.build_workers or host_cores(), timeout=c.build_timeout,
+                initializer=init_worker, maximum_process_uses=c.recycle_after,
+            )
+            self._run_pool = PopenPoolExecutor(
+                max_workers=1, timeout=c.run_timeout, initializer=init_worker,
+                maximum_process_uses=c.recycle_after,
+            )
+        return self._build_pool, self._run_pool
+
+    def close(self) -> None:
+        for pool in (self._build_pool, self._run_pool):
+            if pool is not None:
+                pool.shutdown(wait=False)
+        self._build_pool = self._run_pool = None
+
+    def __enter__(self) -> LiveBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # ------------------------------------------------------------------ measurement
+    def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
+        from tvm.support.popen_pool import StatusKind
+
+        from tune_gym.measure.workers import build_artifact, run_artifact
+
+        build_pool, run_pool = self._pools()
+        flops = task.flops
+        results: list[MeasureResult | None] = [None] * len(configs)
+        jobs: list[tuple[int, Any]] = []
+        for i, cfg in enumerate(configs):
+            sch, why = space.apply(cfg)
+            if sch is None:
+                results[i] = MeasureResult.failure("invalid", why, flops)
+            else:
+                jobs.append((i, sch.mod))
+        if not jobs:
+            return [r for r in results if r is not None]
+
+        target = task.target.resolved()
+        start = time.perf_counter()
+        built = list(build_pool.map_with_error_catching(build_artifact, [(mod, target) for _, mod in jobs]))
+        build_secs = (time.perf_counter() - start) / len(jobs)
+
+        spec = {
+            "device": "cuda" if task.target.is_gpu else "cpu",
+            "inputs": task.input_shapes, "output": task.output_shape(), "dtype": task.dtype,
+            "number": self.config.number, "repeat": self.config.repeat,
+            "min_repeat_ms": self.config.min_repeat_ms, "flush_cache": self.config.flush_cache,
+            "seed": self.config.seed, "adaptive": self.config.adaptive,
+        }
+        for (i, _), outcome in zip(jobs, built):
+            if outcome.status == StatusKind.TIMEOUT:
+                results[i] = MeasureResult.failure(
+                    "timeout", f"build exceeded {self.config.build_timeout} s", flops, build_secs=build_secs)
+                continue
+            if outcome.status != StatusKind.COMPLETE:
+                kind = "worker_crash" if isinstance(outcome.value, ChildProcessError) else "build_error"
+                results[i] = MeasureResult.failure(kind, _message(outcome.value), flops, build_secs=build_secs)
+                continue
+            check = task.uri if self.config.check_correctness and task.uri not in self._checked else None
+            job = {**spec, "path": outcome.value, "check_task": check}
+            t0 = time.perf_counter()
+            try:
+                out = run_pool.submit(run_artifact, job).result()
+            except TimeoutError:
+                results[i] = MeasureResult.failure(
+                    "timeout", f"run exceeded {self.config.run_timeout} s", flops,
+                    build_secs=build_secs, run_secs=time.perf_counter() - t0)
+                continue
+            except ChildProcessError as err:
+                results[i] = MeasureResult.failure(
+                    "worker_crash", f"runner process died: {err}", flops,
+                    build_secs=build_secs, run_secs=time.perf_counter() - t0)
+                continue
+            except Exception as err:  # noqa: BLE001 - a TVM runtime error in the worker
+                results[i] = MeasureResult.failure(
+                    "run_error", _message(err), flops, build_secs=build_secs, run_secs=time.perf_counter() - t0)
+                continue
+            run_secs = time.perf_counter() - t0
+            extra = dict(out.get("extra") or {})
+            if check is not None:
+                if out["check_error"]:
+                    results[i] = MeasureResult.failure(
+                        "wrong_result", out["check_error"], flops, build_secs=build_secs, run_secs=run_secs)
+                    continue
+                self._checked.add(task.uri)
+                extra["checked"] = True
+            results[i] = MeasureResult(
+                costs=tuple(out["costs"]), flops=flops, build_secs=build_secs, run_secs=run_secs, extra=extra)
+        return [r for r in results if r is not None]
+
+
+def _message(err: Any) -> str:
+    text = str(err).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    # TVM errors end with the most specific line; keep the tail.
+    return "\n".join(lines[-6:])[:2000] or type(err).__name__
