@@ -1,0 +1,180 @@
+"""The agent interface (ask/tell), the agent registry, and the loop that drives a Tune-v0 env.
+
+An agent decides what to measure and nothing else: the environment owns the budget, the
+measurement cache and the records. To add an agent, write one module with a subclass of
+:class:`Agent` and register it::
+
+    @register("my-agent", "one-line description")
+    class MyAgent(Agent):
+        def propose(self, n): ...
+        def observe(self, configs, results): ...
+
+and list the module in :data:`_MODULES` so ``make_agent("my-agent")`` can import it lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tune_gym.measure.result import MeasureResult
+from tune_gym.space import Config, KnobSpace
+from tune_gym.tasks.task import Task
+
+__all__ = ["Agent", "register", "make_agent", "list_agents", "run", "RunResult", "Trial"]
+
+
+class Agent:
+    """Base class of search agents.
+
+    Lifecycle: ``reset(space, task, seed)`` once per tuning run, then alternately
+    ``propose(n)`` (up to ``n`` configs; an empty list means "nothing more to try") and
+    ``observe(configs, results)`` with what was measured.
+    """
+
+    name: ClassVar[str] = ""
+
+    def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
+        self.space = space
+        self.task = task
+        self.rng = np.random.default_rng(seed)
+        self.seen: dict[Config, MeasureResult] = {}
+
+    def propose(self, n: int) -> list[Config]:
+        raise NotImplementedError
+
+    def observe(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        for cfg, res in zip(configs, results):
+            self.seen[cfg] = res
+
+
+_REGISTRY: dict[str, tuple[str, str]] = {}  # id -> (module:attr, description)
+#: Modules that register agents; imported lazily on first lookup.
+_MODULES = ["agents.random"]
+
+
+def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Agent]]:
+    """Class decorator adding an agent to the registry (registering an id twice is an error)."""
+
+    def deco(cls: type[Agent]) -> type[Agent]:
+        target = f"{cls.__module__}:{cls.__qualname__}"
+        if agent_id in _REGISTRY and _REGISTRY[agent_id][0] != target:
+            raise ValueError(f"agent id {agent_id!r} is already registered by {_REGISTRY[agent_id][0]}")
+        _REGISTRY[agent_id] = (target, description)
+        cls.name = agent_id
+        return cls
+
+    return deco
+
+
+def _load_all() -> None:
+    for module in _MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:  # an optional dependency is missing: say what to install
+            _MISSING[module] = str(err)
+
+
+_MISSING: dict[str, str] = {}
+
+
+def list_agents() -> dict[str, str]:
+    """``{agent id: description}`` of every registered agent."""
+    _load_all()
+    return {k: v[1] for k, v in sorted(_REGISTRY.items())}
+
+
+def make_agent(agent_id: str, **options: Any) -> Agent:
+    """Instantiate an agent by id with its options."""
+    _load_all()
+    if agent_id not in _REGISTRY:
+        hint = "".join(f"\n  ({m} could not be imported: {e})" for m, e in _MISSING.items())
+        raise ValueError(f"unknown agent {agent_id!r}; known agents: {', '.join(sorted(_REGISTRY))}{hint}")
+    module, _, attr = _REGISTRY[agent_id][0].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    try:
+        return cls(**options)
+    except TypeError as err:
+        raise ValueError(f"agent {agent_id!r}: bad options {options}: {err}") from None
+
+
+@dataclass
+class Trial:
+    """One evaluated config of a run (``index`` counts unique trials from 1)."""
+
+    index: int
+    config: Config
+    result: MeasureResult
+    cached: bool
+    wall: float
+
+
+@dataclass
+class RunResult:
+    task: Task
+    agent: str
+    trials: list[Trial] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def best(self) -> Trial | None:
+        ok = [t for t in self.trials if t.result.ok]
+        return max(ok, key=lambda t: t.result.gflops) if ok else None
+
+    def best_so_far(self) -> np.ndarray:
+        """Best GFLOPS after each unique trial."""
+        return np.maximum.accumulate([t.result.gflops for t in self.trials]) if self.trials else np.zeros(0)
+
+
+def run(agent: Agent, env: Any, seed: int | None = None,
+        callback: Callable[[list[Trial]], None] | None = None) -> RunResult:
+    """Drive a ``tune_gym/Tune-v0`` env with ``agent`` until the budget or the space runs out.
+
+    Agents may propose fewer configs than the env's batch size; the batch is padded by
+    repeating its last config, which costs nothing (an evaluated config is served from the
+    env's cache). ``callback`` gets the trials of each step.
+    """
+    base = env.unwrapped
+    start = time.perf_counter()
+    _, info = env.reset(seed=seed)
+    agent.reset(base.space, base.task, seed)
+    result = RunResult(base.task, agent.name or type(agent).__name__)
+    seen: set[Config] = set()
+    if info.get("resumed"):  # records loaded from a log: let the agent learn from them
+        prior = list(base._seen.items())
+        agent.observe([c for c, _ in prior], [r for _, r in prior])
+        for cfg, res in prior:
+            seen.add(cfg)
+            result.trials.append(Trial(len(result.trials) + 1, cfg, res, True, time.perf_counter() - start))
+    while True:
+        configs = [base.space.check(c) for c in agent.propose(base.batch_size)][: base.batch_size]
+        if not configs:
+            break
+        action = np.array(configs + [configs[-1]] * (base.batch_size - len(configs)), dtype=np.int64)
+        if base.action_format == "flat":
+            action = np.array([base.space.index(c) for c in action], dtype=np.int64)
+        _, _, terminated, truncated, info = env.step(action)
+        entries = info["results"][: len(configs)]
+        done_cfgs, done_res, new_trials = [], [], []
+        for entry in entries:
+            if entry["result"] is None:
+                continue
+            done_cfgs.append(entry["config"])
+            done_res.append(entry["result"])
+            if entry["config"] not in seen:
+                seen.add(entry["config"])
+                new_trials.append(Trial(len(result.trials) + len(new_trials) + 1, entry["config"],
+                                        entry["result"], entry["cached"], time.perf_counter() - start))
+        agent.observe(done_cfgs, done_res)
+        result.trials.extend(new_trials)
+        if callback is not None:
+            callback(new_trials)
+        if terminated or truncated:
+            break
+    result.seconds = time.perf_counter() - start
+    return result

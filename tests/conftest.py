@@ -1,0 +1,30 @@
+"""Shared fixtures: small real tasks that build and measure in well under a second."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("TUNE_GYM_CORES", "2")
+
+
+@pytest.fixture(scope="session")
+def dense_task():
+    from tune_gym.tasks import Task
+
+    return Task.make("dense", m=32, n=32, k=32)
+
+
+@pytest.fixture(scope="session")
+def dense_space(dense_task):
+    from tune_gym.space import KnobSpace
+
+    return KnobSpace.for_task(dense_task, "compact")
+
+
+@pytest.fixture(scope="session")
+def conv_task():
+    from tune_gym.tasks import Task
+
+    return Task.make("conv2d_nchw", c=16, h=14, w=14, k=16, r=3, p=1)

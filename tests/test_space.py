@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tune_gym.errors import SpaceError
+from tune_gym.space import KnobSpace, perfect_tiles
+from tune_gym.tasks import Task
+
+
+def test_perfect_tiles_enumerates_every_factorization():
+    tiles = perfect_tiles(12, 3, 4)
+    assert all(math.prod(t) == 12 and t[-1] <= 4 for t in tiles)
+    brute = {(a, b, c) for a in range(1, 13) for b in range(1, 13) for c in range(1, 5) if a * b * c == 12}
+    assert set(tiles) == brute
+    assert len(perfect_tiles(64, 4, 64)) == math.comb(6 + 3, 3)
+
+
+@pytest.fixture(scope="module")
+def conv_space(conv_task):
+    return KnobSpace.for_task(conv_task, "full")
+
+
+def test_full_space_knobs_are_named_after_loops(conv_space):
+    names = set(conv_space.names)
+    assert {"sketch", "tile_f", "tile_y", "tile_x", "tile_rc", "tile_ry", "tile_rx", "unroll_explicit"} <= names
+    assert any(n.startswith("compute_at_") for n in names)
+    assert len(conv_space.knobs[conv_space.names.index("tile_f")]) == len(perfect_tiles(16, 4, 64))
+    assert conv_space.size > 1e6
+
+
+def test_compact_space_is_exhaustively_measurable():
+    for tid in ["resnet18:1", "resnet18:0", "mobilenet_v2:2", "bert_base:4"]:
+        space = KnobSpace.for_task(Task.parse(tid), "compact")
+        assert 500 <= space.size <= 50_000, (tid, space.size)
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None)
+def test_flat_index_round_trip(conv_space, data):
+    index = data.draw(st.integers(0, conv_space.size - 1))
+    cfg = conv_space.config(index)
+    assert conv_space.index(cfg) == index
+    assert conv_space.check(cfg) == cfg
+    assert conv_space.from_dict(conv_space.to_dict(cfg)) == cfg
+
+
+def test_index_enumerates_compact_space_bijectively(dense_space):
+    configs = list(dense_space)
+    assert len(configs) == dense_space.size == len(set(configs))
+    assert [dense_space.index(c) for c in configs] == list(range(dense_space.size))
+
+
+def test_sampling_is_seeded(conv_space):
+    a = conv_space.sample(np.random.default_rng(7), 20)
+    b = conv_space.sample(np.random.default_rng(7), 20)
+    c = conv_space.sample(np.random.default_rng(8), 20)
+    assert a == b and a != c
+    u = conv_space.sample_unique(np.random.default_rng(1), 50)
+    assert len(set(u)) == 50
+
+
+def test_neighbours_are_at_distance_one(conv_space):
+    cfg = conv_space.sample(np.random.default_rng(3), 1)[0]
+    nbrs = conv_space.neighbours(cfg)
+    assert nbrs and cfg not in nbrs
+    for n in nbrs:
+        changed = [i for i in conv_space.active(cfg) if n[i] != cfg[i]]
+        assert len(changed) == 1 and abs(n[changed[0]] - cfg[changed[0]]) == 1
+
+
+def test_inactive_knobs_are_canonicalized(conv_space):
+    # Find a sketch that does not use the compute_at knob and check the knob is zeroed.
+    k = next(i for i, n in enumerate(conv_space.names) if n.startswith("compute_at_"))
+    for s in range(conv_space.n_sketches):
+        cfg = list(conv_space.config(sum(conv_space._sketch_sizes[:s])))
+        if k not in conv_space.active(cfg):
+            cfg[k] = 1
+            assert conv_space.check(cfg)[k] == 0
+            return
+    pytest.skip("every sketch of this space uses the compute_at knob")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ([0], "config has 1 values"),
+    ("index", "out of range"),
+    ("float", "is not an integer"),
+    ("nan", "not a finite index"),
+])
+def test_bad_configs_name_the_knob(conv_space, bad, message):
+    cfg = list(conv_space.config(0))
+    if bad == "index":
+        i = conv_space.names.index("tile_f")
+        cfg[i] = len(conv_space.knobs[i]) + 3
+        with pytest.raises(SpaceError, match=rf"knob 'tile_f': index {cfg[i]} out of range \[0, "):
+            conv_space.check(cfg)
+        return
+    if bad == "float":
+        cfg[1] = 0.5
+    elif bad == "nan":
+        cfg = np.array(cfg, dtype=float)
+        cfg[2] = np.nan
+    else:
+        cfg = bad
+    with pytest.raises(SpaceError, match=message):
+        conv_space.check(cfg)
+
+
+def test_schedule_applies_decisions(conv_space):
+    cfg = conv_space.sample(np.random.default_rng(0), 1)[0]
+    sch = conv_space.to_schedule(cfg)
+    text = str(sch.trace)
+    factors = conv_space.to_dict(cfg)["tile_f"]
+    assert f"decision=[{', '.join(map(str, factors))}]" in text
+    assert conv_space.is_valid(cfg)
+
+
+def test_cuda_validity_without_gpu():
+    space = KnobSpace.for_task(Task.parse("resnet18:1@cuda"), "full")
+    rng = np.random.default_rng(0)
+    valid = [space.is_valid(c) for c in space.sample(rng, 150)]
+    # GPU code verification rejects most random configs and accepts some: a real invalid regime.
+    assert 0 < sum(valid) < len(valid)
+    cfg = next(c for c, v in zip(space.sample(np.random.default_rng(0), 150), valid) if not v)
+    sch, why = space.apply(cfg)
+    assert sch is None and why
+
+
+def test_unknown_preset():
+    with pytest.raises(SpaceError, match="unknown space preset"):
+        KnobSpace(Task.parse("resnet18:1"), "tiny")

@@ -1,0 +1,125 @@
+"""One-call tuning of a task (used by ``tune-gym tune`` and ``make demo``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from tune_gym.tasks.task import Task
+
+__all__ = ["tune", "TuneSummary", "print_summary", "plot_best_so_far"]
+
+
+@dataclass
+class TuneSummary:
+    task: Task
+    agent: str
+    run: Any  # agents.base.RunResult
+    reference_gflops: float
+    space_size: int
+    log: Path | None
+    plot: Path | None
+    export: Path | None
+
+
+def tune(
+    task: Task, agent: str = "random", agent_options: dict[str, Any] | None = None, trials: int = 64,
+    batch: int = 8, log: str | Path | None = None, resume: bool = False, seed: int = 0, preset: str = "full",
+    plot: str | Path | None = None, export: str | Path | None = None, progress: bool = True,
+    backend: str = "live", backend_options: dict[str, Any] | None = None,
+) -> TuneSummary:
+    """Tune ``task`` with an agent on a live env; write records, plot and database if asked."""
+    from agents.base import make_agent, run
+
+    tuner = make_agent(agent, **(agent_options or {}))
+    env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
+                   preset=preset, log=log, resume=resume, backend_options=backend_options,
+                   disable_env_checker=True)
+    base = env.unwrapped
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=trials, desc=f"{agent} {task.op}", unit="trial", dynamic_ncols=True)
+
+    def on_step(new: list[Any]) -> None:
+        if bar is not None:
+            bar.update(len(new))
+            bar.set_postfix(best=f"{base.best[1]:.1f} GFLOPS")
+
+    try:
+        result = run(tuner, env, seed=seed, callback=on_step)
+    finally:
+        if bar is not None:
+            bar.close()
+        env.close()
+    if plot is not None:
+        plot_best_so_far(result, base.reference_gflops, plot)
+    if export is not None and log is not None:
+        from tune_gym.records import export_database, load_records
+
+        export_database(load_records(log, task=task.uri), export)
+    return TuneSummary(task, agent, result, base.reference_gflops, base.space.size,
+                       Path(log) if log else None, Path(plot) if plot else None,
+                       Path(export) if export and log else None)
+
+
+def plot_best_so_far(result: Any, reference_gflops: float | None, path: str | Path) -> Path:
+    """Best-so-far GFLOPS against unique trials (PNG), with PyTorch's GFLOPS as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    best = result.best_so_far()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    ax.plot(range(1, len(best) + 1), best, label=f"{result.agent} (best so far)")
+    ok = [(t.index, t.result.gflops) for t in result.trials if t.result.ok]
+    if ok:
+        ax.scatter(*zip(*ok), s=6, alpha=0.35, label="measured configs")
+    if reference_gflops:
+        ax.axhline(reference_gflops, color="gray", linestyle="--", label=f"PyTorch {reference_gflops:.1f} GFLOPS")
+    ax.set_xlabel("unique trials")
+    ax.set_ylabel("GFLOPS")
+    ax.set_title(result.task.uri, fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def print_summary(summary: TuneSummary, top: int = 5) -> None:
+    """A plain-text result table."""
+    run = summary.run
+    trials = run.trials
+    errors = Counter(t.result.error for t in trials if not t.result.ok)
+    measured = [t for t in trials if not t.cached]
+    build = sum(t.result.build_secs for t in measured)
+    timing = sum(t.result.run_secs for t in measured)
+    print(f"\ntask      {summary.task.uri}")
+    print(f"agent     {summary.agent}   space {summary.space_size:.4g} configs")
+    print(f"trials    {len(trials)} unique ({len(measured)} measured now, {len(trials) - len(measured)} from the log)"
+          f"   failed: {dict(errors) if errors else 0}")
+    print(f"time      {run.seconds:.1f} s wall  (build {build:.1f} s, timing {timing:.1f} s)")
+    ranked = sorted((t for t in trials if t.result.ok), key=lambda t: -t.result.gflops)[:top]
+    if ranked:
+        print(f"\n{'rank':>4} {'trial':>6} {'GFLOPS':>9} {'ms':>9} {'std ms':>8}  config")
+        for i, t in enumerate(ranked, 1):
+            r = t.result
+            print(f"{i:>4} {t.index:>6} {r.gflops:>9.2f} {r.mean * 1e3:>9.3f} {r.std * 1e3:>8.3f}  {list(t.config)}")
+    best = run.best
+    if best is not None:
+        ratio = best.result.gflops / summary.reference_gflops if summary.reference_gflops else float("nan")
+        print(f"\nbest tuned kernel  {best.result.gflops:8.2f} GFLOPS")
+        print(f"PyTorch (same op)  {summary.reference_gflops:8.2f} GFLOPS   -> tuned/PyTorch = {ratio:.2f}x")
+    for label, path in (("records", summary.log), ("plot", summary.plot), ("database", summary.export)):
+        if path is not None:
+            print(f"{label:<9} {path}")
