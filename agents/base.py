@@ -26,7 +26,7 @@ from tune_gym.measure.result import MeasureResult
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["Agent", "register", "make_agent", "list_agents", "run", "RunResult", "Trial"]
+__all__ = ["Agent", "RunResult", "Trial", "list_agents", "make_agent", "register", "run"]
 
 
 class Agent:
@@ -155,9 +155,11 @@ def run(agent: Agent, env: Any, seed: int | None = None,
         configs = [base.space.check(c) for c in agent.propose(base.batch_size)][: base.batch_size]
         if not configs:
             break
-        action = np.array(configs + [configs[-1]] * (base.batch_size - len(configs)), dtype=np.int64)
-        if base.action_format == "flat":
-            action = np.array([base.space.index(c) for c in action], dtype=np.int64)
+        padded = configs + [configs[-1]] * (base.batch_size - len(configs))
+        if base.action_format == "index":
+            action = np.array([base.space.index(c) for c in padded], dtype=np.int64)
+        else:
+            action = np.array(padded, dtype=np.int64).reshape(base.action_space.shape)
         _, _, terminated, truncated, info = env.step(action)
         entries = info["results"][: len(configs)]
         done_cfgs, done_res, new_trials = [], [], []

@@ -12,7 +12,7 @@ __all__ = ["RandomAgent"]
 class RandomAgent(Agent):
     """Samples configs uniformly from the space, skipping ones already proposed."""
 
-    def reset(self, space, task, seed=None) -> None:  # noqa: ANN001
+    def reset(self, space, task, seed=None) -> None:
         super().reset(space, task, seed)
         self._proposed: set[Config] = set()
 

@@ -8,7 +8,6 @@ import sys
 
 import cloudpickle
 import numpy as np
-import pytest
 
 from tune_gym.measure.live import LiveBackend
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tune_gym.errors import TaskError
-from tune_gym.tasks import OPS, SUITES, Task, TargetSpec, get_suite, task_by_id
+from tune_gym.tasks import OPS, SUITES, TargetSpec, Task, get_suite, task_by_id
 
 
 def _params(op: str):

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from types import FrameType, ModuleType
 from typing import Any
 
-__all__ = ["tvm", "ms", "fast_frame_inspection"]
+__all__ = ["fast_frame_inspection", "ms", "tvm"]
 
 _lock = threading.Lock()
 _ready = False
@@ -60,7 +60,7 @@ def tvm() -> ModuleType:
 
         if not _ready:
             with fast_frame_inspection():
-                import tvm.s_tir.tensor_intrin  # noqa: F401
+                import tvm.s_tir.tensor_intrin
                 from tvm.s_tir import meta_schedule  # noqa: F401
             _ready = True
     return _tvm

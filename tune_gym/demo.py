@@ -15,7 +15,8 @@ from tune_gym.tuning import print_summary, tune
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--task", default="resnet18:1", help="suite task id or URI (default: ResNet-18 3x3 conv, 64 ch, 56x56)")
+    parser.add_argument("--task", default="resnet18:1",
+                        help="suite task id or URI (default: ResNet-18 3x3 conv, 64 ch, 56x56)")
     parser.add_argument("--agent", default="random")
     parser.add_argument("--trials", type=int, default=128)
     parser.add_argument("--batch", type=int, default=16)

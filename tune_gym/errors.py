@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["TuneGymError", "TaskError", "SpaceError", "RecordError"]
+__all__ = ["RecordError", "SpaceError", "TaskError", "TuneGymError"]
 
 
 class TuneGymError(ValueError):

@@ -36,7 +36,7 @@ from tune_gym._tvm import ms, tvm
 from tune_gym.errors import SpaceError
 from tune_gym.tasks.task import Task
 
-__all__ = ["Knob", "KnobSpace", "Config", "PRESETS", "perfect_tiles"]
+__all__ = ["PRESETS", "Config", "Knob", "KnobSpace", "perfect_tiles"]
 
 Config = tuple[int, ...]
 PRESETS = ("full", "compact")
@@ -452,14 +452,14 @@ class KnobSpace:
             sch = self.to_schedule(config)
         except SpaceError:
             raise
-        except Exception as err:  # noqa: BLE001 - TVM scheduling errors
+        except Exception as err:
             return None, f"schedule error: {str(err).strip().splitlines()[-1][:300]}"
         with self._lock:
             for p in self._postprocs:
                 try:
                     if not p.apply(sch):
                         return None, f"rejected by postproc {type(p).__name__}"
-                except Exception as err:  # noqa: BLE001
+                except Exception as err:
                     return None, f"postproc {type(p).__name__} failed: {str(err).strip()[:300]}"
         return sch, ""
 
@@ -486,7 +486,7 @@ def _has_root(sch: Any) -> bool:
     try:
         sch.get_sblock("root")
         return True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

@@ -11,7 +11,7 @@ import gymnasium as gym
 
 from tune_gym.tasks.task import Task
 
-__all__ = ["tune", "TuneSummary", "print_summary", "plot_best_so_far"]
+__all__ = ["TuneSummary", "plot_best_so_far", "print_summary", "tune"]
 
 
 @dataclass

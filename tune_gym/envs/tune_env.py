@@ -2,12 +2,15 @@
 
 One episode is one tuning run of one task with a budget of unique trials.
 
-Action (``action_format="knobs"``, the default): an int array of shape
-``(batch_size, n_knobs)``, row ``i`` the per-knob choice indices of config ``i`` (a
-``MultiDiscrete`` with ``nvec[i, j] = len(knob j)``). Knobs that the row's sketch does not use
-are ignored. With ``action_format="flat"``: shape ``(batch_size,)`` of flat indices in
-``[0, space.size)`` (a ``MultiDiscrete`` with ``nvec = size``; spaces of 2**63 configs or more
-cannot use it).
+Action, by ``action_format``:
+    ``"flat"`` (default): a ``MultiDiscrete`` of shape ``(batch_size * n_knobs,)``, the
+        row-major flattening of the ``(batch_size, n_knobs)`` table of per-knob choice indices
+        (the form stable-baselines3 policies can emit);
+    ``"knobs"``: the same table as a 2-D ``MultiDiscrete`` of shape ``(batch_size, n_knobs)``;
+    ``"index"``: ``(batch_size,)`` flat config indices in ``[0, space.size)`` (spaces of 2**63
+        configs or more cannot use it).
+In the two table forms, ``step`` accepts either shape; knobs that a row's sketch does not use
+are ignored.
 
 Observation (a ``Dict`` of fixed-shape float32 ``Box``es, usable by SB3's MultiInputPolicy):
     ``task``: task features (:mod:`tune_gym.features.task`), shape ``(17,)``.
@@ -32,7 +35,14 @@ the batch beyond the budget are not measured and are reported as skipped);
 ``terminated`` once every config of the space has been evaluated.
 
 ``info`` carries, per proposed config: the canonical config, its :class:`MeasureResult`
-(``None`` if skipped), and whether it was a cache hit; plus the seconds spent measuring.
+(``None`` if skipped beyond the budget), ``cached`` (already evaluated earlier in this episode,
+so free); plus ``new_trials`` and ``measure_secs``, the build + run seconds of this step's new
+trials as measured (for a replay backend, the recorded seconds: a simulated clock).
+
+Measurements are also reused across episodes of one env (and from a resumed log): a config
+measured in an earlier episode still costs a trial in a new episode, with the same result,
+but is not measured again. ``env.unwrapped.measured_count`` and ``wall_secs`` count what
+was really sent to the backend.
 
 Records: with ``log=PATH`` every measurement is appended to a JSONL record file
 (:mod:`tune_gym.records`), fsynced per batch. With ``resume=True`` the records of the same task
@@ -73,7 +83,7 @@ class TuneEnv(gym.Env):
         batch_size: int = 8,
         budget: int = 64,
         preset: str = "full",
-        action_format: str = "knobs",
+        action_format: str = "flat",
         reward_norm: str | float = "torch",
         log: str | Path | None = None,
         resume: bool = False,
@@ -86,8 +96,8 @@ class TuneEnv(gym.Env):
         self.task = task if isinstance(task, Task) else Task.parse(task)
         if batch_size < 1 or budget < 1:
             raise ValueError(f"batch_size ({batch_size}) and budget ({budget}) must be >= 1")
-        if action_format not in ("knobs", "flat"):
-            raise ValueError(f"action_format must be 'knobs' or 'flat', not {action_format!r}")
+        if action_format not in ("flat", "knobs", "index"):
+            raise ValueError(f"action_format must be 'flat', 'knobs' or 'index', not {action_format!r}")
         self.space = KnobSpace.for_task(self.task, preset)
         self.preset = preset
         self.batch_size = batch_size
@@ -110,13 +120,17 @@ class TuneEnv(gym.Env):
         n, k = batch_size, self.space.n_knobs
         if action_format == "knobs":
             self.action_space = spaces.MultiDiscrete(np.tile(self.space.dims, (n, 1)))
+        elif action_format == "flat":
+            self.action_space = spaces.MultiDiscrete(np.tile(self.space.dims, n))
         else:
             if self.space.size >= 2**63:
-                raise ValueError(f"space of {self.space.size} configs is too large for action_format='flat'")
+                raise ValueError(f"space of {self.space.size} configs is too large for action_format='index'")
             self.action_space = spaces.MultiDiscrete(np.full(n, self.space.size, dtype=np.int64))
-        self._sched_shape = schedule_shape or default_shape(self.task.target.kind)
-        unit = lambda shape: spaces.Box(0.0, 1.0, shape=shape, dtype=np.float32)  # noqa: E731
-        free = lambda shape, low=-np.inf: spaces.Box(low, np.inf, shape=shape, dtype=np.float32)  # noqa: E731
+        # TLP's default GPU length (20) would crop full CUDA traces (24-31 primitives).
+        default = (32, 40) if self.task.target.is_gpu else default_shape(self.task.target.kind)
+        self._sched_shape = tuple(schedule_shape or default)
+        unit = lambda shape: spaces.Box(0.0, 1.0, shape=shape, dtype=np.float32)
+        free = lambda shape, low=-np.inf: spaces.Box(low, np.inf, shape=shape, dtype=np.float32)
         self.observation_space = spaces.Dict({
             "task": free((TASK_FEATURE_DIM,)),
             "schedule": free(self._sched_shape),
@@ -127,6 +141,8 @@ class TuneEnv(gym.Env):
         })
         self._task_features = task_features(self.task)
         self._first_episode = True
+        self.wall_secs = 0.0  # wall seconds spent in backend.measure over the env's life
+        self.measured_count = 0  # configs sent to the backend over the env's life
         self._reset_state()
 
     # ------------------------------------------------------------------ helpers
@@ -198,22 +214,28 @@ class TuneEnv(gym.Env):
         if arr.dtype.kind == "f":
             if not np.all(np.isfinite(arr)):
                 bad = np.argwhere(~np.isfinite(arr))[0]
-                where = f"row {bad[0]}, knob {self.space.names[bad[1]]!r}" if arr.ndim == 2 else f"row {bad[0]}"
+                flat = int(np.ravel_multi_index(tuple(bad), arr.shape))
+                row, col = divmod(flat, self.space.n_knobs)
+                where = f"row {row}" if self.action_format == "index" else f"row {row}, knob {self.space.names[col]!r}"
                 raise SpaceError(f"action contains a non-finite value at {where}")
             raise SpaceError(f"action dtype is {arr.dtype}; expected integer indices (e.g. np.int64)")
         if arr.dtype.kind not in "iu":
             raise SpaceError(f"action dtype is {arr.dtype}; expected integer indices (e.g. np.int64)")
-        if self.action_format == "flat":
+        if self.action_format == "index":
             if arr.shape != (self.batch_size,):
                 raise SpaceError(f"action shape {arr.shape}; expected ({self.batch_size},) flat indices")
             bad = np.flatnonzero((arr < 0) | (arr >= self.space.size))
             if bad.size:
-                raise SpaceError(f"action row {bad[0]}: flat index {arr[bad[0]]} out of range [0, {self.space.size - 1}]")
+                raise SpaceError(
+                    f"action row {bad[0]}: flat index {arr[bad[0]]} out of range [0, {self.space.size - 1}]")
             return [self.space.config(int(i)) for i in arr]
         expected = (self.batch_size, self.space.n_knobs)
+        if arr.shape == (self.batch_size * self.space.n_knobs,):
+            arr = arr.reshape(expected)
         if arr.shape != expected:
             raise SpaceError(
-                f"action shape {arr.shape}; expected {expected} (batch_size x knobs: {', '.join(self.space.names)})")
+                f"action shape {arr.shape}; expected {expected} or ({expected[0] * expected[1]},) "
+                f"(batch_size x knobs: {', '.join(self.space.names)})")
         out = []
         for row, values in enumerate(arr):
             try:
@@ -237,8 +259,8 @@ class TuneEnv(gym.Env):
         configs = self.decode_action(action)
         before = self._best_gflops
         uri, preset = self.task.uri, self.preset
-        # Decide what must be measured: new to this episode, within budget, not cached.
-        new, to_measure, skipped = [], [], set()
+        # New trials: configs not yet evaluated in this episode, within the budget.
+        new, skipped = [], set()
         for cfg in configs:
             if cfg in self._seen or cfg in new:
                 continue
@@ -246,13 +268,16 @@ class TuneEnv(gym.Env):
                 skipped.add(cfg)
                 continue
             new.append(cfg)
-            if self.cache.get(uri, preset, cfg) is None:
-                to_measure.append(cfg)
+        repeats = {cfg for cfg in configs if cfg in self._seen}
+        # Only what no earlier episode (or resumed log) has measured goes to the backend.
+        to_measure = [cfg for cfg in new if self.cache.get(uri, preset, cfg) is None]
         start = time.perf_counter()
         measured = self.backend.measure(self.task, self.space, to_measure) if to_measure else []
-        measure_secs = time.perf_counter() - start
+        self.wall_secs += time.perf_counter() - start
+        self.measured_count += len(to_measure)
         if len(measured) != len(to_measure):
-            raise RuntimeError(f"backend {self.backend.name} returned {len(measured)} results for {len(to_measure)} configs")
+            raise RuntimeError(
+                f"backend {self.backend.name} returned {len(measured)} results for {len(to_measure)} configs")
         for cfg, res in zip(to_measure, measured):
             self.cache.put(uri, preset, cfg, res)
         if measured and self._log_path is not None:
@@ -260,19 +285,18 @@ class TuneEnv(gym.Env):
         for cfg in new:
             self._absorb(cfg, self.cache.get(uri, preset, cfg))  # type: ignore[arg-type]
 
-        fresh = set(to_measure)
         per_config = []
         for row, cfg in enumerate(configs):
             res = None if cfg in skipped else self._seen[cfg]
-            per_config.append({"config": cfg, "result": res, "cached": res is not None and cfg not in fresh,
-                               "skipped": cfg in skipped})
+            per_config.append({"config": cfg, "result": res, "cached": cfg in repeats, "skipped": cfg in skipped})
             self._last_tp[row] = (res.gflops if res is not None else 0.0) / self.reference_gflops
             self._last_valid[row] = float(res is not None and res.ok)
         self._last_configs = self.space.normalized(configs)
         reward = (self._best_gflops - before) / self.reference_gflops
         terminated = self.trials_used >= self.space.size
         truncated = not terminated and self.trials_used >= self.budget
-        info = self._info(results=per_config, measured=len(to_measure), measure_secs=measure_secs)
+        cost = sum(self._seen[c].build_secs + self._seen[c].run_secs for c in new)
+        info = self._info(results=per_config, new_trials=len(new), measure_secs=cost)
         return self._obs(), float(reward), terminated, truncated, info
 
     def _write(self, configs: list[Config], results: list[MeasureResult]) -> None:

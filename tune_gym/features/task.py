@@ -10,7 +10,7 @@ import numpy as np
 if TYPE_CHECKING:
     from tune_gym.tasks.task import Task
 
-__all__ = ["task_features", "TASK_FEATURE_DIM", "TASK_FEATURE_NAMES"]
+__all__ = ["TASK_FEATURE_DIM", "TASK_FEATURE_NAMES", "task_features"]
 
 _OPS = ("conv2d_nchw", "depthwise_conv2d_nchw", "conv2d_transpose_nchw", "conv1d_ncw", "dense", "batch_matmul")
 #: Shape slots shared by all ops (missing ones are 0): batch, in channels / k, spatial h, w,

@@ -3,7 +3,7 @@
 from tune_gym.measure.base import Backend
 from tune_gym.measure.result import ERROR_KINDS, MeasureResult
 
-__all__ = ["Backend", "MeasureResult", "ERROR_KINDS", "make_backend"]
+__all__ = ["ERROR_KINDS", "Backend", "MeasureResult", "make_backend"]
 
 
 def make_backend(name: str, **options: object) -> Backend:

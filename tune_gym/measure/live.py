@@ -119,7 +119,7 @@ class LiveBackend:
     def __del__(self) -> None:  # pragma: no cover - best effort
         try:
             self.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
     # ------------------------------------------------------------------ measurement
@@ -177,7 +177,7 @@ class LiveBackend:
                     "worker_crash", f"runner process died: {err}", flops,
                     build_secs=build_secs, run_secs=time.perf_counter() - t0)
                 continue
-            except Exception as err:  # noqa: BLE001 - a TVM runtime error in the worker
+            except Exception as err:
                 results[i] = MeasureResult.failure(
                     "run_error", _message(err), flops, build_secs=build_secs, run_secs=time.perf_counter() - t0)
                 continue

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["MeasureResult", "ERROR_KINDS"]
+__all__ = ["ERROR_KINDS", "MeasureResult"]
 
 #: Why a config produced no time. ``invalid``: rejected by the space's postprocs (e.g. GPU
 #: thread limits) before building; ``build_error``: TVM failed to compile it; ``run_error``:

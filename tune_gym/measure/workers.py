@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["init_worker", "build_artifact", "run_artifact", "reference_output"]
+__all__ = ["build_artifact", "init_worker", "reference_output", "run_artifact"]
 
 
 def init_worker() -> None:

@@ -6,6 +6,16 @@ from tune_gym.tasks.targets import TargetSpec, host_cores, host_cpu
 from tune_gym.tasks.task import Task
 
 __all__ = [
-    "OPS", "OpDef", "get_op", "SUITES", "Suite", "SuiteTask", "get_suite", "task_by_id",
-    "TargetSpec", "host_cores", "host_cpu", "Task",
+    "OPS",
+    "SUITES",
+    "OpDef",
+    "Suite",
+    "SuiteTask",
+    "TargetSpec",
+    "Task",
+    "get_op",
+    "get_suite",
+    "host_cores",
+    "host_cpu",
+    "task_by_id",
 ]

@@ -12,7 +12,7 @@ from typing import Any
 
 from tune_gym.errors import TaskError
 
-__all__ = ["OpDef", "OPS", "get_op"]
+__all__ = ["OPS", "OpDef", "get_op"]
 
 Params = dict[str, int]
 

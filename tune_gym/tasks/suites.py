@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tune_gym.errors import TaskError
 from tune_gym.tasks.task import Task
 
-__all__ = ["Suite", "SuiteTask", "SUITES", "get_suite", "task_by_id"]
+__all__ = ["SUITES", "Suite", "SuiteTask", "get_suite", "task_by_id"]
 
 _Layer = tuple[str, tuple[tuple[str, int], ...]]
 
@@ -146,7 +146,7 @@ def _build(name: str, target: str = "llvm") -> Suite:
     return Suite(name, description, tasks)
 
 
-def _target(kind: str):  # noqa: ANN202 - tiny helper
+def _target(kind: str):
     from tune_gym.tasks.targets import TargetSpec
 
     return TargetSpec(kind)
@@ -166,19 +166,19 @@ class _Suites(dict):  # lazily built mapping name -> Suite on llvm
         self[key] = value
         return value
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         return iter(_DEFS)
 
-    def keys(self):  # noqa: ANN201
+    def keys(self):
         return _DEFS.keys()
 
     def __len__(self) -> int:
         return len(_DEFS)
 
-    def items(self):  # noqa: ANN201
+    def items(self):
         return [(k, self[k]) for k in _DEFS]
 
-    def values(self):  # noqa: ANN201
+    def values(self):
         return [self[k] for k in _DEFS]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from tune_gym.errors import TaskError
 
-__all__ = ["TargetSpec", "host_cpu", "host_cores", "CUDA_DEFAULTS"]
+__all__ = ["CUDA_DEFAULTS", "TargetSpec", "host_cores", "host_cpu"]
 
 #: Device limits used for CUDA validity checking when no GPU is present (an sm_75 class GPU).
 CUDA_DEFAULTS: dict[str, Any] = {

@@ -22,7 +22,7 @@ from tune_gym.errors import TaskError
 from tune_gym.tasks.ops import OpDef, get_op
 from tune_gym.tasks.targets import TargetSpec
 
-__all__ = ["Task", "DTYPES"]
+__all__ = ["DTYPES", "Task"]
 
 DTYPES = ("float32", "float16", "float64")
 _URI = re.compile(r"^op://(?P<op>[a-z0-9_]+)-v(?P<ver>\d+)/(?P<params>[a-z0-9_]*)(\?(?P<query>.*))?$")

@@ -1,0 +1,142 @@
+"""Tune-v0: the Gymnasium contract, budgets and caching, bad actions, records and resume."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import tune_gym  # noqa: F401  (registers the envs)
+from tune_gym.errors import SpaceError
+
+
+@pytest.fixture(scope="module", params=["flat", "knobs"])
+def env(request, dense_task):
+    env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=4, budget=12,
+                   action_format=request.param,
+                   backend_options={"repeat": 1, "min_repeat_ms": 1})
+    yield env
+    env.close()
+
+
+def test_gymnasium_check_env(env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_sb3_check_env(env):
+    from stable_baselines3.common.env_checker import check_env
+
+    check_env(env.unwrapped, warn=True)
+
+
+def test_episode_budget_cache_and_reward(env):
+    base = env.unwrapped
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert info["trials_used"] == 0
+    space = base.space
+    configs = space.sample_unique(np.random.default_rng(0), 16)
+    total = 0.0
+    # A batch with a duplicate row: measured once, the duplicate costs nothing.
+    action = np.array([configs[0], configs[1], configs[2], configs[0]])
+    obs, reward, term, trunc, info = env.step(action)
+    total += reward
+    assert info["trials_used"] == 3 and info["new_trials"] == 3
+    assert [e["config"] for e in info["results"]] == [configs[i] for i in (0, 1, 2, 0)]
+    gflops = [e["result"].gflops for e in info["results"]]
+    assert reward == pytest.approx(max(gflops) / base.reference_gflops)
+    np.testing.assert_allclose(obs["last_throughput"], np.array(gflops) / base.reference_gflops, rtol=1e-5)
+    # Re-proposing evaluated configs is free and gives no reward.
+    obs, reward, term, trunc, info = env.step(action)
+    assert reward == 0.0 and info["trials_used"] == 3 and info["new_trials"] == 0
+    assert all(e["cached"] for e in info["results"])
+    # Spend the rest of the budget: configs beyond it are skipped, then truncated.
+    for start in (3, 7, 11):
+        obs, reward, term, trunc, info = env.step(np.array(configs[start:start + 4]))
+        total += reward
+    assert info["trials_used"] == 12 and trunc and not term
+    assert sum(e["skipped"] for e in info["results"]) == 3
+    assert total == pytest.approx(info["best_gflops"] / base.reference_gflops, rel=1e-6)
+    assert obs["progress"][1] == pytest.approx(1.0)
+
+
+def test_new_episode_reuses_measurements(env):
+    base = env.unwrapped
+    env.reset(seed=1)
+    cfg = next(iter(base.cache._data))[2]  # a config measured in an earlier episode
+    sent = base.measured_count
+    _, _, _, _, info = env.step(np.array([cfg] * 4))
+    assert info["trials_used"] == 1 and info["new_trials"] == 1  # counted in the budget...
+    assert base.measured_count == sent  # ...but not measured again
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda a: a[:, :-1], r"action shape \(4, \d+\); expected \(4, \d+\) or \(\d+,\)"),
+    (lambda a: a.astype(np.float64), "dtype is float64"),
+    (lambda a: np.where(np.arange(a.size).reshape(a.shape) == 1, np.nan, a), "non-finite value at row 0"),
+    ("range", r"action row 2: knob '(\w+)': index \d+ out of range \[0, \d+\]"),
+    (lambda a: a - 5, r"out of range \[0, "),
+])
+def test_bad_actions_raise_value_error_naming_the_knob(env, mutate, message):
+    base = env.unwrapped
+    env.reset(seed=0)
+    action = np.array(base.space.sample(np.random.default_rng(0), 4))
+    if mutate == "range":
+        k = int(np.argmax(base.space.dims))
+        action[2, k] = base.space.dims[k]
+        bad = action
+    else:
+        bad = mutate(action.copy())
+    with pytest.raises(SpaceError, match=message) as err:
+        env.step(bad)
+    assert isinstance(err.value, ValueError)
+
+
+def test_index_action_format(dense_task):
+    env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=2, budget=4,
+                   action_format="index", reward_norm="none", backend_options={"repeat": 1, "min_repeat_ms": 1})
+    base = env.unwrapped
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.array([5, 9]))
+    assert [e["config"] for e in info["results"]] == [base.space.config(5), base.space.config(9)]
+    assert reward == pytest.approx(info["best_gflops"])  # reward_norm="none": raw GFLOPS
+    with pytest.raises(ValueError, match="flat index"):
+        env.step(np.array([0, base.space.size]))
+    env.close()
+
+
+def test_vector_env(dense_task):
+    envs = gym.make_vec("tune_gym/Tune-v0", num_envs=2, vectorization_mode="sync", task=dense_task,
+                        preset="compact", batch_size=2, budget=4, reward_norm=1.0,
+                        backend_options={"repeat": 1, "min_repeat_ms": 1})
+    obs, _ = envs.reset(seed=0)
+    assert obs["last_configs"].shape[0] == 2
+    obs, rewards, term, trunc, infos = envs.step(envs.action_space.sample())
+    assert rewards.shape == (2,) and (rewards >= 0).all()
+    envs.close()
+
+
+def test_records_and_resume(dense_task, tmp_path):
+    from tune_gym.records import load_records
+
+    log = tmp_path / "run.jsonl"
+    kwargs = dict(task=dense_task, preset="compact", batch_size=3, budget=6, reward_norm=1.0, log=log,
+                  backend_options={"repeat": 1, "min_repeat_ms": 1})
+    env = gym.make("tune_gym/Tune-v0", **kwargs)
+    space = env.unwrapped.space
+    configs = space.sample_unique(np.random.default_rng(5), 6)
+    env.reset(seed=0)
+    env.step(np.array(configs[:3]))
+    env.close()
+    assert [r.config for r in load_records(log)] == configs[:3]
+
+    env = gym.make("tune_gym/Tune-v0", resume=True, **kwargs)
+    _, info = env.reset(seed=0)
+    assert info["resumed"] == 3 and info["trials_used"] == 3
+    _, _, _, trunc, info = env.step(np.array(configs[1:4]))  # two were measured before
+    assert info["new_trials"] == 1 and info["trials_used"] == 4
+    env.close()
+    records = load_records(log)
+    assert len(records) == 4 and len({r.config for r in records}) == 4
