@@ -194,4 +194,7 @@ def task_by_id(task_id: str) -> Task:
             f"unknown task {task_id!r}: give a URI (op://...) or <suite>:<index> such as resnet18:1; "
             f"suites: {', '.join(_DEFS)} (list them with `tune-gym tasks`)"
         )
+    if name not in _DEFS:
+        raise TaskError(f"unknown task {task_id!r}: no suite {name!r}; suites: {', '.join(_DEFS)} "
+                        "(list them with `tune-gym tasks`)")
     return get_suite(name, target or "llvm")[int(index)].task
