@@ -55,7 +55,7 @@ class Agent:
 
 _REGISTRY: dict[str, tuple[str, str]] = {}  # id -> (module:attr, description)
 #: Modules that register agents; imported lazily on first lookup.
-_MODULES = ["agents.random"]
+_MODULES = ["agents.random", "agents.xgb_sa"]
 
 
 def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Agent]]:

@@ -1,0 +1,115 @@
+"""The model-guided loop shared by every cost-model agent: fit -> search -> select.
+
+:class:`ModelGuidedAgent` owns the loop; a subclass says what differs:
+
+* :meth:`fit` trains its cost model on ``(configs, throughputs)`` measured so far;
+* :meth:`score` maps a batch of configs (``n x n_knobs`` int array) to a score to maximize
+  (a predicted throughput, an acquisition value, ...);
+* :meth:`search` finds high-scoring unmeasured configs (default: simulated annealing over
+  :meth:`score`, AutoTVM's search), and :meth:`explore_fraction` sets how many slots of a
+  batch are random (default: the constant ``eps``).
+
+Until ``n_init`` configs are measured (or while the model cannot be fitted, e.g. all
+measurements failed) batches are random. Invalid / failed configs reach the model as
+throughput 0 (``invalid="zero"``, AutoTVM's choice) or are left out (``invalid="drop"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from agents.base import Agent
+from agents.optimizers.sa import SimulatedAnnealing
+from tune_gym.measure.result import MeasureResult
+from tune_gym.space import Config, KnobSpace
+from tune_gym.tasks.task import Task
+
+__all__ = ["ModelGuidedAgent"]
+
+
+class ModelGuidedAgent(Agent):
+    """Base class: ``propose`` = exploit (search over the model) + explore (random)."""
+
+    def __init__(self, plan_size: int = 64, eps: float = 0.05, n_init: int | None = None,
+                 invalid: str = "zero", sa: SimulatedAnnealing | None = None) -> None:
+        if invalid not in ("zero", "drop"):
+            raise ValueError(f"invalid must be 'zero' or 'drop', not {invalid!r}")
+        if not 0.0 <= eps <= 1.0:
+            raise ValueError(f"eps must be in [0, 1], got {eps}")
+        self.plan_size = plan_size
+        self.eps = eps
+        self.n_init = plan_size if n_init is None else n_init
+        self.invalid = invalid
+        self.sa = sa or SimulatedAnnealing()
+
+    def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
+        super().reset(space, task, seed)
+        self.proposed: set[Config] = set()
+        self.fitted = False
+        self._plan: list[Config] = []
+        self._new_since_fit = 0
+        self.sa.points = None
+
+    # ------------------------------------------------------------------ to override
+    def fit(self, configs: np.ndarray, y: np.ndarray) -> bool:
+        """Train the model on ``configs`` (n x n_knobs) and throughputs ``y`` (GFLOPS).
+
+        Returns False when it cannot be fitted yet (then batches stay random).
+        """
+        raise NotImplementedError
+
+    def score(self, configs: np.ndarray) -> np.ndarray:
+        """Scores (higher is better) of ``configs``, an ``n x n_knobs`` int array."""
+        raise NotImplementedError
+
+    def search(self, n: int) -> list[Config]:
+        """Up to ``n`` unmeasured, unproposed configs with high scores."""
+        top = self._top_measured(self.sa.n_points // 2)
+        return self.sa.search(self.space, self.score, n, self.rng, exclude=self.proposed, init=top)
+
+    def explore_fraction(self) -> float:
+        return self.eps
+
+    # ------------------------------------------------------------------ the loop
+    def observe(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        new = sum(1 for c in configs if c not in self.seen)
+        super().observe(configs, results)
+        self.proposed.update(configs)
+        self._new_since_fit += new
+
+    def training_data(self) -> tuple[np.ndarray, np.ndarray]:
+        items = [(c, r.gflops) for c, r in self.seen.items() if r.ok or self.invalid == "zero"]
+        if not items:
+            return np.zeros((0, self.space.n_knobs), dtype=np.int64), np.zeros(0)
+        configs, y = zip(*items)
+        return np.asarray(configs, dtype=np.int64), np.asarray(y, dtype=np.float64)
+
+    def _top_measured(self, k: int) -> list[Config]:
+        ranked = sorted(((r.gflops, c) for c, r in self.seen.items() if r.ok), reverse=True)
+        return [c for _, c in ranked[:k]]
+
+    def propose(self, n: int) -> list[Config]:
+        """Serve the current plan; when it runs out, refit and plan ``plan_size`` more."""
+        if not self._plan:
+            self._plan = self._make_plan(max(n, self.plan_size))
+        out, self._plan = self._plan[:n], self._plan[n:]
+        self.proposed.update(out)
+        return out
+
+    def _make_plan(self, size: int) -> list[Config]:
+        if len(self.seen) >= self.n_init and (not self.fitted or self._new_since_fit > 0):
+            configs, y = self.training_data()
+            self.fitted = bool(len(y)) and self.fit(configs, y)
+            self._new_since_fit = 0
+        if not self.fitted:
+            return self._random(size)
+        n_random = int(round(np.clip(self.explore_fraction(), 0.0, 1.0) * size))
+        plan = self.search(size - n_random)
+        plan = [c for c in plan if c not in self.proposed]
+        taken = set(plan)
+        return plan + self._random(size - len(plan), taken)  # the random slots come last
+
+    def _random(self, n: int, taken: set[Config] | None = None) -> list[Config]:
+        return self.space.sample_unique(self.rng, n, exclude=self.proposed | (taken or set()))
