@@ -55,7 +55,8 @@ class Agent:
 
 _REGISTRY: dict[str, tuple[str, str]] = {}  # id -> (module:attr, description)
 #: Modules that register agents; imported lazily on first lookup.
-_MODULES = ["agents.random", "agents.xgb_sa"]
+_MODULES = ["agents.random", "agents.grid", "agents.ga", "agents.xgb_sa", "agents.contextual_sa",
+            "agents.batch_bo", "agents.presample", "agents.rl"]
 
 
 def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Agent]]:
@@ -74,10 +75,16 @@ def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Ag
 
 def _load_all() -> None:
     for module in _MODULES:
+        if module in _LOADED:
+            continue
         try:
             importlib.import_module(module)
+            _LOADED.add(module)
         except ImportError as err:  # an optional dependency is missing: say what to install
-            _MISSING[module] = str(err)
+            _MISSING[module] = f"{err} (install it with `pip install {err.name or 'the missing package'}`)"
+
+
+_LOADED: set[str] = set()
 
 
 _MISSING: dict[str, str] = {}
