@@ -169,7 +169,9 @@ def run(agent: Agent, env: Any, seed: int | None = None,
             action = np.array(padded, dtype=np.int64).reshape(base.action_space.shape)
         _, _, terminated, truncated, info = env.step(action)
         entries = info["results"][: len(configs)]
-        done_cfgs, done_res, new_trials = [], [], []
+        done_cfgs: list[Config] = []
+        done_res: list[MeasureResult] = []
+        new_trials: list[Trial] = []
         for entry in entries:
             if entry["result"] is None:
                 continue

@@ -9,6 +9,8 @@ Failed configs have fitness 0.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import numpy as np
 
 from agents.base import Agent, register
@@ -34,7 +36,7 @@ class GAAgent(Agent):
         self.generation: list[Config] = self._fresh(min(self.pop_size, space.size))
         self._queue = list(self.generation)
 
-    def _fresh(self, n: int, taken: set[Config] = frozenset()) -> list[Config]:
+    def _fresh(self, n: int, taken: AbstractSet[Config] = frozenset()) -> list[Config]:
         return self.space.sample_unique(self.rng, n, exclude=self.proposed | set(taken))
 
     def propose(self, n: int) -> list[Config]:

@@ -105,7 +105,7 @@ class ModelGuidedAgent(Agent):
             self._new_since_fit = 0
         if not self.fitted:
             return self._random(size)
-        n_random = int(round(np.clip(self.explore_fraction(), 0.0, 1.0) * size))
+        n_random = round(float(np.clip(self.explore_fraction(), 0.0, 1.0)) * size)
         plan = self.search(size - n_random)
         plan = [c for c in plan if c not in self.proposed]
         taken = set(plan)

@@ -24,6 +24,16 @@ def dense_space(dense_task):
 
 
 @pytest.fixture(scope="session")
+def live_backend():
+    """One fast-settings live backend shared by tests (its worker pools start once)."""
+    from tune_gym.measure.live import LiveBackend
+
+    backend = LiveBackend(repeat=1, min_repeat_ms=1)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
 def conv_task():
     from tune_gym.tasks import Task
 

@@ -75,9 +75,9 @@ def test_agent_on_replay_respects_n_budget_and_seed(agent_id):
 
 
 @pytest.mark.parametrize("agent_id", sorted(list_agents()))
-def test_agent_tunes_a_small_live_task(agent_id):
+def test_agent_tunes_a_small_live_task(agent_id, live_backend):
     env = gym.make("tune_gym/Tune-v0", task=Task.from_uri(DENSE), preset="compact", batch_size=4, budget=12,
-                   reward_norm="none", backend_options={"repeat": 1, "min_repeat_ms": 1})
+                   reward_norm="none", backend=live_backend)
     result = run(_agent(agent_id), env, seed=0)
     env.close()
     assert 0 < len(result.trials) <= 12

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,12 +11,13 @@ import pytest
 import tune_gym  # noqa: F401  (registers the envs)
 from tune_gym.errors import SpaceError
 
+DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
+
 
 @pytest.fixture(scope="module", params=["flat", "knobs"])
-def env(request, dense_task):
+def env(request, dense_task, live_backend):
     env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=4, budget=12,
-                   action_format=request.param,
-                   backend_options={"repeat": 1, "min_repeat_ms": 1})
+                   action_format=request.param, backend=live_backend)
     yield env
     env.close()
 
@@ -94,9 +97,9 @@ def test_bad_actions_raise_value_error_naming_the_knob(env, mutate, message):
     assert isinstance(err.value, ValueError)
 
 
-def test_index_action_format(dense_task):
+def test_index_action_format(dense_task, live_backend):
     env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=2, budget=4,
-                   action_format="index", reward_norm="none", backend_options={"repeat": 1, "min_repeat_ms": 1})
+                   action_format="index", reward_norm="none", backend=live_backend)
     base = env.unwrapped
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.array([5, 9]))
@@ -108,9 +111,10 @@ def test_index_action_format(dense_task):
 
 
 def test_vector_env(dense_task):
+    # Two envs in one process share nothing; a replay backend keeps this fast.
     envs = gym.make_vec("tune_gym/Tune-v0", num_envs=2, vectorization_mode="sync", task=dense_task,
                         preset="compact", batch_size=2, budget=4, reward_norm=1.0,
-                        backend_options={"repeat": 1, "min_repeat_ms": 1})
+                        backend="replay", backend_options={"dataset": str(DATA)})
     obs, _ = envs.reset(seed=0)
     assert obs["last_configs"].shape[0] == 2
     obs, rewards, term, trunc, infos = envs.step(envs.action_space.sample())
@@ -118,12 +122,12 @@ def test_vector_env(dense_task):
     envs.close()
 
 
-def test_records_and_resume(dense_task, tmp_path):
+def test_records_and_resume(dense_task, tmp_path, live_backend):
     from tune_gym.records import load_records
 
     log = tmp_path / "run.jsonl"
     kwargs = dict(task=dense_task, preset="compact", batch_size=3, budget=6, reward_norm=1.0, log=log,
-                  backend_options={"repeat": 1, "min_repeat_ms": 1})
+                  backend=live_backend)
     env = gym.make("tune_gym/Tune-v0", **kwargs)
     space = env.unwrapped.space
     configs = space.sample_unique(np.random.default_rng(5), 6)

@@ -316,7 +316,7 @@ class KnobSpace:
             out.append(iv)
         return self.canonical(out)
 
-    def canonical(self, config: Sequence[int]) -> Config:
+    def canonical(self, config: Sequence[int] | np.ndarray) -> Config:
         """Set the knobs the config's sketch does not use to 0."""
         active = self._active[int(config[0]) if self.n_sketches > 1 else 0]
         return tuple(int(v) if i in active else 0 for i, v in enumerate(config))

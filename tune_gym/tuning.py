@@ -39,7 +39,7 @@ def tune(
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
                    disable_env_checker=True)
-    base = env.unwrapped
+    base: Any = env.unwrapped
     bar = None
     if progress:
         from tqdm import tqdm
@@ -82,7 +82,8 @@ def plot_best_so_far(result: Any, reference_gflops: float | None, path: str | Pa
     ax.plot(range(1, len(best) + 1), best, label=f"{result.agent} (best so far)")
     ok = [(t.index, t.result.gflops) for t in result.trials if t.result.ok]
     if ok:
-        ax.scatter(*zip(*ok), s=6, alpha=0.35, label="measured configs")
+        xs, ys = zip(*ok)
+        ax.scatter(xs, ys, s=6, alpha=0.35, label="measured configs")
     if reference_gflops:
         ax.axhline(reference_gflops, color="gray", linestyle="--", label=f"PyTorch {reference_gflops:.1f} GFLOPS")
     ax.set_xlabel("unique trials")

@@ -19,7 +19,7 @@ import numpy as np
 
 from tune_gym.space import Config, KnobSpace
 
-__all__ = ["KnobFeaturizer", "loop_features", "log_gflops", "LOOP_FEATURE_DIM"]
+__all__ = ["LOOP_FEATURE_DIM", "KnobFeaturizer", "log_gflops", "loop_features"]
 
 
 class KnobFeaturizer:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["XGBModel", "AUTOTVM_PARAMS"]
+__all__ = ["AUTOTVM_PARAMS", "XGBModel"]
 
 #: AutoTVM's XGBoost parameters (python/tvm/autotvm/tuner/xgboost_cost_model.py).
 AUTOTVM_PARAMS: dict[str, Any] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,7 +63,7 @@ class SimulatedAnnealing:
     points: np.ndarray | None = field(default=None, repr=False)
 
     def search(self, space: KnobSpace, score: Scorer, n: int, rng: np.random.Generator,
-               exclude: set[Config] = frozenset(), init: list[Config] | None = None) -> list[Config]:
+               exclude: AbstractSet[Config] = frozenset(), init: list[Config] | None = None) -> list[Config]:
         """The ``n`` highest-scoring distinct configs visited, none of them in ``exclude``."""
         if self.points is None or not self.persistent or self.points.shape[1] != space.n_knobs:
             start = list(init or [])[: self.n_points]

@@ -104,10 +104,13 @@ class TuneEnv(gym.Env):
         self.budget = budget
         self.action_format = action_format
         self.render_mode = render_mode
+        self._owns_backend = isinstance(backend, str)  # close() closes only a backend it made
         if isinstance(backend, str):
             from tune_gym.measure import make_backend
 
             backend = make_backend(backend, **(backend_options or {}))
+        elif backend_options:
+            raise ValueError("backend_options apply only when backend is given by name")
         self.backend = backend
         self.reference_gflops = self._reference(reward_norm)
         self.cache = MeasureCache()
@@ -163,6 +166,7 @@ class TuneEnv(gym.Env):
         from tune_gym.records import load_records
 
         out = {}
+        assert self._log_path is not None
         for rec in load_records(self._log_path, task=self.task.uri):
             if rec.preset == self.preset:
                 out[self.space.check(rec.config)] = rec.result
@@ -260,7 +264,8 @@ class TuneEnv(gym.Env):
         before = self._best_gflops
         uri, preset = self.task.uri, self.preset
         # New trials: configs not yet evaluated in this episode, within the budget.
-        new, skipped = [], set()
+        new: list[Config] = []
+        skipped: set[Config] = set()
         for cfg in configs:
             if cfg in self._seen or cfg in new:
                 continue
@@ -278,8 +283,8 @@ class TuneEnv(gym.Env):
         if len(measured) != len(to_measure):
             raise RuntimeError(
                 f"backend {self.backend.name} returned {len(measured)} results for {len(to_measure)} configs")
-        for cfg, res in zip(to_measure, measured):
-            self.cache.put(uri, preset, cfg, res)
+        for cfg, fresh in zip(to_measure, measured):
+            self.cache.put(uri, preset, cfg, fresh)
         if measured and self._log_path is not None:
             self._write(to_measure, measured)
         for cfg in new:
@@ -287,7 +292,7 @@ class TuneEnv(gym.Env):
 
         per_config = []
         for row, cfg in enumerate(configs):
-            res = None if cfg in skipped else self._seen[cfg]
+            res: MeasureResult | None = None if cfg in skipped else self._seen[cfg]
             per_config.append({"config": cfg, "result": res, "cached": cfg in repeats, "skipped": cfg in skipped})
             self._last_tp[row] = (res.gflops if res is not None else 0.0) / self.reference_gflops
             self._last_valid[row] = float(res is not None and res.ok)
@@ -303,6 +308,7 @@ class TuneEnv(gym.Env):
         from tune_gym.records import Record, RecordWriter
 
         if self._writer is None:
+            assert self._log_path is not None
             self._writer = RecordWriter(self._log_path)
         self._writer.append([Record.create(self.space, cfg, res, self.backend.name)
                              for cfg, res in zip(configs, results)])
@@ -318,6 +324,6 @@ class TuneEnv(gym.Env):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        if hasattr(self.backend, "close"):
+        if self._owns_backend:
             self.backend.close()
         super().close()
