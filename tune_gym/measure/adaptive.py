@@ -39,7 +39,7 @@ import numpy as np
 __all__ = ["adaptive_costs", "should_stop", "trimmed_cv"]
 
 
-def trimmed_cv(values: Sequence[float]) -> float:
+def trimmed_cv(values: Sequence[float] | np.ndarray) -> float:
     """Coefficient of variation (population std / mean) of ``values``.
 
     With more than 4 values the minimum and maximum are dropped first. Returns ``inf`` for
@@ -54,7 +54,7 @@ def trimmed_cv(values: Sequence[float]) -> float:
     return float(arr.std() / mean)
 
 
-def should_stop(values: Sequence[float], threshold: float = 0.1, min_batches: int = 3) -> bool:
+def should_stop(values: Sequence[float] | np.ndarray, threshold: float = 0.1, min_batches: int = 3) -> bool:
     """AdaTune's stopping rule on per-micro-batch throughputs ``values``.
 
     True when at least ``min_batches`` values are in and their :func:`trimmed_cv` is below

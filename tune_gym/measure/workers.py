@@ -83,7 +83,7 @@ def run_artifact(job: dict[str, Any]) -> dict[str, Any]:
             dev.sync()
             check_error = _compare(out.numpy(), reference_output(job["check_task"], host))
         extra: dict[str, Any] = {}
-        if job.get("adaptive"):
+        if job.get("adaptive") is not None:
             from tune_gym.measure.adaptive import adaptive_costs
 
             costs, extra = adaptive_costs(lib, dev, [*args, out], **job["adaptive"])
