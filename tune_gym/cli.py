@@ -3,7 +3,8 @@
     tune-gym tasks [--suite NAME] [--sizes] [--preset full|compact]
     tune-gym space TASK [--preset full|compact]
     tune-gym agents
-    tune-gym tune TASK --trials N --batch B --log FILE [--resume] [--agent ID] [--seed S]
+    tune-gym tune TASK --trials N --batch B --log FILE [--resume] [--agent ID] [-o KEY=VALUE]
+                  [-b KEY=VALUE] [--adaptive] [--seed S]
     tune-gym best LOG [--export DIR]
 
 TASK is a suite task id (``resnet18:1``, ``resnet18:1@cuda``) or a task URI
@@ -70,7 +71,7 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise TuneGymError(f"agent option {pair!r} must be KEY=VALUE")
+            raise TuneGymError(f"option {pair!r} must be KEY=VALUE")
         try:
             out[key.replace("-", "_")] = json.loads(value)
         except json.JSONDecodeError:
@@ -81,10 +82,13 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
 def cmd_tune(args: argparse.Namespace) -> int:
     from tune_gym.tuning import print_summary, tune
 
+    backend_options = _parse_options(args.backend_option)
+    if args.adaptive:
+        backend_options.setdefault("adaptive", {})
     summary = tune(
         _task(args.task), agent=args.agent, agent_options=_parse_options(args.option), trials=args.trials,
         batch=args.batch, log=args.log, resume=args.resume, seed=args.seed, preset=args.preset,
-        plot=args.plot, export=args.export, progress=not args.quiet,
+        plot=args.plot, export=args.export, progress=not args.quiet, backend_options=backend_options,
     )
     print_summary(summary)
     return 0
@@ -134,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="skip configs already in --log")
     p.add_argument("--agent", default="random", help="agent id (see `tune-gym agents`)")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
+    p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
+                   help="live backend option (LiveConfig field: repeat, number, min_repeat_ms, flush_cache, ...)")
+    p.add_argument("--adaptive", action="store_true",
+                   help="AdaTune's adaptive evaluator (micro-batches of 50 runs, stop at CV < 0.1, at most 500 runs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--preset", default="full", choices=["full", "compact"])
     p.add_argument("--plot", type=Path, help="write a best-so-far plot (PNG)")

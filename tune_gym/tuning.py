@@ -110,6 +110,13 @@ def print_summary(summary: TuneSummary, top: int = 5) -> None:
     print(f"trials    {len(trials)} unique ({len(measured)} measured now, {len(trials) - len(measured)} from the log)"
           f"   failed: {dict(errors) if errors else 0}")
     print(f"time      {run.seconds:.1f} s wall  (build {build:.1f} s, timing {timing:.1f} s)")
+    adaptive = [t.result.extra for t in measured if "seconds_saved_estimate" in t.result.extra]
+    if adaptive:
+        runs = sum(e["runs"] for e in adaptive)
+        full = sum(e["max_runs"] for e in adaptive)
+        saved = sum(e["seconds_saved_estimate"] for e in adaptive)
+        print(f"adaptive  {runs} of {full} timing runs used ({1 - runs / full:.0%} saved, "
+              f"about {saved:.1f} s of kernel timing saved)")
     ranked = sorted((t for t in trials if t.result.ok), key=lambda t: -t.result.gflops)[:top]
     if ranked:
         print(f"\n{'rank':>4} {'trial':>6} {'GFLOPS':>9} {'ms':>9} {'std ms':>8}  config")

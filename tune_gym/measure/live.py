@@ -86,6 +86,12 @@ class LiveBackend:
         self._run_pool: Any = None
         self._checked: set[str] = set()
 
+    @property
+    def run_timeout(self) -> float:
+        """Seconds a timing run may take: ``run_timeout``, or at least 180 s with the adaptive
+        evaluator (up to 500 runs of a slow kernel)."""
+        return self.config.run_timeout if self.config.adaptive is None else max(self.config.run_timeout, 180.0)
+
     # ------------------------------------------------------------------ pools
     def _pools(self) -> tuple[Any, Any]:
         if self._build_pool is None:
@@ -99,7 +105,7 @@ class LiveBackend:
                 initializer=init_worker, maximum_process_uses=c.recycle_after,
             )
             self._run_pool = PopenPoolExecutor(
-                max_workers=1, timeout=c.run_timeout, initializer=init_worker,
+                max_workers=1, timeout=self.run_timeout, initializer=init_worker,
                 maximum_process_uses=c.recycle_after,
             )
         return self._build_pool, self._run_pool
@@ -169,7 +175,7 @@ class LiveBackend:
                 out = run_pool.submit(run_artifact, job).result()
             except TimeoutError:
                 results[i] = MeasureResult.failure(
-                    "timeout", f"run exceeded {self.config.run_timeout} s", flops,
+                    "timeout", f"run exceeded {self.run_timeout} s", flops,
                     build_secs=build_secs, run_secs=time.perf_counter() - t0)
                 continue
             except ChildProcessError as err:

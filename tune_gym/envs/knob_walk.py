@@ -1,0 +1,208 @@
+"""``tune_gym/KnobWalk-v0``: walk one task's knob space one index step per knob at a time.
+
+This is the formulation of Chameleon (Ahn et al., "Chameleon: Adaptive Code Optimization
+for Expedited Deep Neural Network Compilation", ICLR 2020): a reinforcement-learning agent
+moves a config through the space and is rewarded with the (predicted or measured) score of
+each config it visits, so a trained policy climbs towards high-scoring regions.
+
+Observation: a float32 ``Box``, the current config's knob indices scaled to [0, 1]
+(``index / (choices - 1)``, :meth:`KnobSpace.normalized`) followed by the task features of
+:func:`tune_gym.features.task.task_features` (constant within an env; they let one policy
+tell tasks apart).
+
+Action: ``MultiDiscrete([3] * n_knobs)``; ``a - 1`` is the move of each knob, one of
+{-1, 0, +1}. A move past either end of a knob is clipped (the knob stays), and the result is
+made canonical (:meth:`KnobSpace.canonical`: knobs that the new config's sketch does not use
+drop to index 0), so moving such a knob does nothing.
+
+Reward (``reward``):
+    ``"score"`` (default, Chameleon's choice): the score of the config reached by the step;
+    ``"improvement"``: the score of the config reached minus the score of the config left,
+        so an undiscounted episode return is ``score(last config) - score(start)``.
+The score is ``reward_fn(configs)`` (e.g. a cost model's prediction, which is what
+Chameleon uses) or, with a ``backend``, the measured GFLOPS of the config (0 for a failed
+one). Scores are cached per config, so each config is predicted or measured once per env.
+
+Episode end:
+    ``terminated`` when fewer than ``stop_fraction`` of the movable knobs moved in the step
+    (Chameleon's "most knobs stop moving"; with the default 0.5, a step in which at most
+    half of them changed index ends the episode). Movable knobs are those the config's
+    sketch uses that have more than one choice; a knob "moved" when its index changed after
+    clipping and canonicalization. A space with no movable knob ends every episode at once.
+    ``truncated`` after ``max_steps`` steps (Chameleon: 500).
+
+``info`` carries ``config`` (the canonical config now held), and after a step ``score``
+(its score) and ``moved`` (how many knobs changed).
+
+The start config of an episode is ``start`` when given, otherwise a uniform random config
+drawn from ``self.np_random`` (so ``reset(seed=...)`` fixes every random choice).
+:func:`walk` is the transition rule itself, vectorized over many walkers; the ``rl-ppo``
+agent uses it to roll a policy out from many starts at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from tune_gym.features.task import TASK_FEATURE_DIM, task_features
+from tune_gym.measure.base import Backend
+from tune_gym.space import Config, KnobSpace
+from tune_gym.tasks.task import Task
+
+__all__ = ["KnobWalkEnv", "walk"]
+
+#: Upper bound of the task-feature part of the observation (log2 of anything below 2**64).
+_TASK_FEATURE_HIGH = 64.0
+
+RewardFn = Callable[[np.ndarray], np.ndarray]
+
+
+@functools.lru_cache(maxsize=64)
+def _active_mask(space: KnobSpace) -> np.ndarray:
+    """``(n_sketches, n_knobs)`` bool: the knobs each sketch uses."""
+    mask = np.zeros((space.n_sketches, space.n_knobs), dtype=bool)
+    for s, active in enumerate(space._active):
+        mask[s, sorted(active)] = True
+    return mask
+
+
+def walk(space: KnobSpace, configs: np.ndarray, actions: np.ndarray,
+         stop_fraction: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One KnobWalk step for each row of ``configs``.
+
+    Args:
+        space: the knob space.
+        configs: ``n x n_knobs`` canonical configs (knob indices).
+        actions: ``n x n_knobs`` actions in {0, 1, 2} (move ``action - 1``).
+        stop_fraction: a walker stops when fewer than this fraction of its movable knobs moved.
+
+    Returns:
+        ``(new configs, knobs moved per row, stop flags)``.
+    """
+    configs = np.asarray(configs, dtype=np.int64).reshape(-1, space.n_knobs)
+    actions = np.asarray(actions, dtype=np.int64).reshape(configs.shape)
+    active = _active_mask(space)
+    sketch = configs[:, 0] if space.n_sketches > 1 else np.zeros(len(configs), dtype=np.int64)
+    new = np.clip(configs + actions - 1, 0, space.dims - 1)
+    if space.n_sketches > 1:  # canonical: knobs the new sketch does not use drop to 0
+        new = new * active[new[:, 0]]
+    moved = (new != configs).sum(axis=1)
+    movable = (active[sketch] & (space.dims > 1)[None, :]).sum(axis=1)
+    stop = (moved < stop_fraction * movable) | (movable == 0)
+    return new, moved, stop
+
+
+class KnobWalkEnv(gym.Env):
+    """Chameleon's knob-walking environment for one task (see the module docstring).
+
+    Args:
+        task: the task (a :class:`Task`, a URI or a network-task string).
+        preset: knob-space preset (``"compact"`` or ``"full"``).
+        reward_fn: ``configs (n x n_knobs int array) -> scores (n,)``, e.g. a cost model's
+            prediction. Exactly one of ``reward_fn`` and ``backend`` must be given.
+        backend: a measurement backend (or its id, ``"live"`` / ``"replay"``, built with
+            ``backend_options``); the score is then the measured GFLOPS.
+        backend_options: options of a backend given by id (e.g. ``{"dataset": PATH}``).
+        max_steps: steps after which an episode is truncated (500, Chameleon).
+        start: the start config of every episode; ``None`` draws a random one per episode.
+        stop_fraction: an episode ends when fewer than this fraction of the movable knobs
+            moved in a step (0.5: "most knobs stop moving").
+        reward: ``"score"`` (the new config's score, Chameleon) or ``"improvement"``.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        task: Task | str,
+        preset: str = "compact",
+        reward_fn: RewardFn | None = None,
+        backend: str | Backend | None = None,
+        backend_options: dict[str, Any] | None = None,
+        max_steps: int = 500,
+        start: Sequence[int] | None = None,
+        stop_fraction: float = 0.5,
+        reward: str = "score",
+    ) -> None:
+        if (reward_fn is None) == (backend is None):
+            raise ValueError("give exactly one of reward_fn (predicted scores) and backend (measured GFLOPS)")
+        if reward not in ("score", "improvement"):
+            raise ValueError(f"reward must be 'score' or 'improvement', not {reward!r}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if not 0.0 <= stop_fraction <= 1.0:
+            raise ValueError(f"stop_fraction must be in [0, 1], got {stop_fraction}")
+        self.task = task if isinstance(task, Task) else Task.parse(task)
+        self.preset = preset
+        self.space = KnobSpace.for_task(self.task, preset)
+        self.reward_fn = reward_fn
+        self._own_backend = isinstance(backend, str)
+        if isinstance(backend, str):
+            from tune_gym.measure import make_backend
+
+            backend = make_backend(backend, **(backend_options or {}))
+        self.backend = backend
+        self.max_steps = max_steps
+        self.start = None if start is None else self.space.check(start)
+        self.stop_fraction = stop_fraction
+        self.reward = reward
+
+        k = self.space.n_knobs
+        self.action_space = spaces.MultiDiscrete(np.full(k, 3, dtype=np.int64))
+        low = np.zeros(k + TASK_FEATURE_DIM, dtype=np.float32)
+        high = np.concatenate([np.ones(k), np.full(TASK_FEATURE_DIM, _TASK_FEATURE_HIGH)]).astype(np.float32)
+        self.observation_space = spaces.Box(low, high, dtype=np.float32)
+        self._task_features = task_features(self.task)
+        self._scores: dict[Config, float] = {}
+        self._config: Config = self.space.canonical([0] * k)
+        self._steps = 0
+
+    # ------------------------------------------------------------------ helpers
+    def observation(self, configs: np.ndarray | Sequence[Config]) -> np.ndarray:
+        """Observations of a batch of configs, ``n x (n_knobs + TASK_FEATURE_DIM)`` float32."""
+        knobs = self.space.normalized(configs)
+        feats = np.broadcast_to(self._task_features, (len(knobs), TASK_FEATURE_DIM))
+        return np.concatenate([knobs, feats], axis=1).astype(np.float32)
+
+    def score(self, config: Config) -> float:
+        """The (cached) predicted or measured score of one config."""
+        if config not in self._scores:
+            if self.reward_fn is not None:
+                value = float(np.asarray(self.reward_fn(np.asarray([config], dtype=np.int64))).reshape(-1)[0])
+            else:
+                value = self.backend.measure(self.task, self.space, [config])[0].gflops  # type: ignore[union-attr]
+            self._scores[config] = value
+        return self._scores[config]
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
+        super().reset(seed=seed)
+        self._config = self.start if self.start is not None else self.space.sample(self.np_random, 1)[0]
+        self._steps = 0
+        return self.observation([self._config])[0], {"config": self._config}
+
+    def step(self, action: Any):  # type: ignore[override]
+        action = np.asarray(action)
+        valid = action.shape == (self.space.n_knobs,) and action.dtype.kind in "iu"
+        if not valid or not np.all((action >= 0) & (action <= 2)):
+            raise ValueError(f"action must be {self.space.n_knobs} integers in {{0, 1, 2}}, got {action!r}")
+        new, moved, stop = walk(self.space, np.asarray([self._config]), action[None, :], self.stop_fraction)
+        old, self._config = self._config, tuple(int(v) for v in new[0])
+        self._steps += 1
+        value = self.score(self._config)
+        reward = value - self.score(old) if self.reward == "improvement" else value
+        terminated = bool(stop[0])
+        truncated = not terminated and self._steps >= self.max_steps
+        info = {"config": self._config, "score": value, "moved": int(moved[0])}
+        return self.observation([self._config])[0], float(reward), terminated, truncated, info
+
+    def close(self) -> None:
+        if self._own_backend and self.backend is not None and hasattr(self.backend, "close"):
+            self.backend.close()
+        super().close()
