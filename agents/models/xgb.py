@@ -69,11 +69,8 @@ class XGBModel:
         return self
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        import xgboost as xgb
-
+        """Predictions for ``x`` (in place on the booster: no DMatrix, cheap for small batches)."""
         if self.booster is None:
             raise RuntimeError("XGBModel.predict before fit")
-        dmat = xgb.DMatrix(x)
-        if self.base is not None:
-            dmat.set_base_margin(self.base.predict(x))
-        return self.booster.predict(dmat)
+        margin = self.base.predict(x) if self.base is not None else None
+        return np.asarray(self.booster.inplace_predict(np.asarray(x, dtype=np.float32), base_margin=margin))
