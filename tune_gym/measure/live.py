@@ -116,6 +116,10 @@ class LiveBackend:
                 pool.shutdown(wait=False)
         self._build_pool = self._run_pool = None
 
+    def __deepcopy__(self, memo: dict) -> LiveBackend:
+        """A backend is a handle on worker processes: copies of an env share it."""
+        return self
+
     def __enter__(self) -> LiveBackend:
         return self
 
