@@ -9,7 +9,8 @@ measurement cache and the records. To add an agent, write one module with a subc
         def propose(self, n): ...
         def observe(self, configs, results): ...
 
-and list the module in :data:`_MODULES` so ``make_agent("my-agent")`` can import it lazily.
+and add ``"my-agent": "agents.my_agent"`` to :data:`_MODULES` so ``make_agent("my-agent")``
+imports it lazily (agents defined elsewhere register when their module is imported).
 """
 
 from __future__ import annotations
@@ -54,9 +55,14 @@ class Agent:
 
 
 _REGISTRY: dict[str, tuple[str, str]] = {}  # id -> (module:attr, description)
-#: Modules that register agents; imported lazily on first lookup.
-_MODULES = ["agents.random", "agents.grid", "agents.ga", "agents.xgb_sa", "agents.contextual_sa",
-            "agents.batch_bo", "agents.presample", "agents.rl"]
+#: Where each built-in agent lives; a module is imported only when one of its agents is asked
+#: for (or when all are listed), so a missing optional dependency affects only its agents.
+_MODULES: dict[str, str] = {
+    "random": "agents.random", "grid": "agents.grid", "ga": "agents.ga", "xgb-sa": "agents.xgb_sa",
+    "xgb-sa-transfer": "agents.xgb_sa", "contextual-sa": "agents.contextual_sa", "batch-bo": "agents.batch_bo",
+    "presample": "agents.presample", "rl-ppo": "agents.rl",
+}
+_UNAVAILABLE: dict[str, str] = {}  # id -> why its module could not be imported
 
 
 def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Agent]]:
@@ -73,35 +79,40 @@ def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Ag
     return deco
 
 
-def _load_all() -> None:
-    for module in _MODULES:
-        if module in _LOADED:
-            continue
-        try:
-            importlib.import_module(module)
-            _LOADED.add(module)
-        except ImportError as err:  # an optional dependency is missing: say what to install
-            _MISSING[module] = f"{err} (install it with `pip install {err.name or 'the missing package'}`)"
-
-
-_LOADED: set[str] = set()
-
-
-_MISSING: dict[str, str] = {}
+def _import(agent_id: str) -> None:
+    """Import the module of a built-in agent; ImportError says what to install."""
+    module = _MODULES[agent_id]
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        missing = err.name or "its dependencies"
+        raise ImportError(f"agent {agent_id!r} needs {missing!r}, which is not installed: "
+                          f"pip install {missing}") from err
 
 
 def list_agents() -> dict[str, str]:
-    """``{agent id: description}`` of every registered agent."""
-    _load_all()
+    """``{agent id: description}`` of every available agent (unavailable ones are skipped)."""
+    for agent_id in _MODULES:
+        if agent_id not in _REGISTRY:
+            try:
+                _import(agent_id)
+            except ImportError as err:
+                _UNAVAILABLE[agent_id] = str(err)
     return {k: v[1] for k, v in sorted(_REGISTRY.items())}
 
 
 def make_agent(agent_id: str, **options: Any) -> Agent:
-    """Instantiate an agent by id with its options."""
-    _load_all()
+    """Instantiate an agent by id with its options.
+
+    Raises:
+        ValueError: unknown id or bad options.
+        ImportError: the agent's optional dependency is missing (names what to install).
+    """
+    if agent_id not in _REGISTRY and agent_id in _MODULES:
+        _import(agent_id)
     if agent_id not in _REGISTRY:
-        hint = "".join(f"\n  ({m} could not be imported: {e})" for m, e in _MISSING.items())
-        raise ValueError(f"unknown agent {agent_id!r}; known agents: {', '.join(sorted(_REGISTRY))}{hint}")
+        known = sorted(set(_REGISTRY) | set(_MODULES))
+        raise ValueError(f"unknown agent {agent_id!r}; known agents: {', '.join(known)}")
     module, _, attr = _REGISTRY[agent_id][0].partition(":")
     cls = getattr(importlib.import_module(module), attr)
     try:

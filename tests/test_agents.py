@@ -45,6 +45,18 @@ def test_registry_lists_every_agent():
     assert all(desc for desc in agents.values())
 
 
+def test_missing_optional_dependency_says_what_to_install(tmp_path, monkeypatch):
+    from agents import base
+
+    (tmp_path / "needs_missing_dep.py").write_text("import not_a_real_package_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(base._MODULES, "needs-dep", "needs_missing_dep")
+    with pytest.raises(ImportError, match="pip install not_a_real_package_xyz"):
+        make_agent("needs-dep")
+    assert "needs-dep" not in list_agents()
+    assert "not_a_real_package_xyz" in base._UNAVAILABLE["needs-dep"]
+
+
 def test_unknown_agent_and_bad_options():
     with pytest.raises(ValueError, match="unknown agent 'nope'; known agents: .*random"):
         make_agent("nope")

@@ -59,10 +59,12 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from agents.base import list_agents
+    from agents.base import _UNAVAILABLE, list_agents
 
     for agent_id, description in list_agents().items():
         print(f"  {agent_id:<18} {description}")
+    for agent_id, why in _UNAVAILABLE.items():
+        print(f"  {agent_id:<18} unavailable: {why}")
     return 0
 
 
