@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tune_gym.errors import TaskError
+from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task
 
 __all__ = ["SUITES", "Suite", "SuiteTask", "get_suite", "task_by_id"]
@@ -138,18 +139,12 @@ _DEFS = {
 }
 
 
-def _build(name: str, target: str = "llvm") -> Suite:
+def _build(name: str, target: str) -> Suite:
     description, layers_fn = _DEFS[name]
     counts = Counter(layers_fn())  # insertion order = first occurrence in the network
-    tasks = tuple(SuiteTask(Task(op, params, "float32", _target(target)), weight)
-                  for (op, params), weight in counts.items())
+    spec = TargetSpec(target)
+    tasks = tuple(SuiteTask(Task(op, params, "float32", spec), weight) for (op, params), weight in counts.items())
     return Suite(name, description, tasks)
-
-
-def _target(kind: str):
-    from tune_gym.tasks.targets import TargetSpec
-
-    return TargetSpec(kind)
 
 
 @functools.cache
@@ -160,29 +155,8 @@ def get_suite(name: str, target: str = "llvm") -> Suite:
     return _build(name, target)
 
 
-class _Suites(dict):  # lazily built mapping name -> Suite on llvm
-    def __missing__(self, key: str) -> Suite:
-        value = get_suite(key)
-        self[key] = value
-        return value
-
-    def __iter__(self):
-        return iter(_DEFS)
-
-    def keys(self):
-        return _DEFS.keys()
-
-    def __len__(self) -> int:
-        return len(_DEFS)
-
-    def items(self):
-        return [(k, self[k]) for k in _DEFS]
-
-    def values(self):
-        return [self[k] for k in _DEFS]
-
-
-SUITES: dict[str, Suite] = _Suites()
+#: Every suite on the host CPU target, by name.
+SUITES: dict[str, Suite] = {name: get_suite(name) for name in _DEFS}
 
 
 def task_by_id(task_id: str) -> Task:
