@@ -258,6 +258,7 @@ class BatchBOAgent(ModelGuidedAgent):
 
     def score(self, configs: np.ndarray) -> np.ndarray:
         """Single-point analytic log expected improvement over the best measured target."""
+        assert self.model is not None, "score before fit"
         acqf = LogExpectedImprovement(self.model, best_f=self._best_f)
         x = self.encode(configs).unsqueeze(-2)
         with torch.no_grad():
@@ -280,6 +281,7 @@ class BatchBOAgent(ModelGuidedAgent):
         return [pool[i] for i in picked]
 
     def _batch_acquisition(self) -> qLogExpectedImprovement | qLogNoisyExpectedImprovement:
+        assert self.model is not None and self._train_x is not None, "search before fit"
         sampler = SobolQMCNormalSampler(torch.Size([self.mc_samples]), seed=int(self.rng.integers(2**31)))
         if self.acquisition == "qlognei":
             return qLogNoisyExpectedImprovement(self.model, X_baseline=self._train_x, sampler=sampler)

@@ -40,6 +40,7 @@ import contextlib
 import math
 import random
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -152,7 +153,7 @@ class RLPPOAgent(ModelGuidedAgent):
         self.max_steps = max_steps
         self.stop_fraction = stop_fraction
         self.adaptive_sampling = adaptive_sampling
-        self.ppo_options = {"n_steps": n_steps, "batch_size": batch_size, "n_epochs": n_epochs,
+        self.ppo_options: dict[str, Any] = {"n_steps": n_steps, "batch_size": batch_size, "n_epochs": n_epochs,
                             "learning_rate": learning_rate, "gamma": gamma,
                             "policy_kwargs": {"net_arch": list(net_arch)}}
 
@@ -160,7 +161,7 @@ class RLPPOAgent(ModelGuidedAgent):
         super().reset(space, task, seed)
         self.model = XGBModel("reg", self.num_rounds, seed=int(self.rng.integers(2**31)), nthread=1)
         self._knob = KnobFeaturizer(space)
-        self.policy = None  # the PPO model, created at the first search
+        self.policy: Any = None  # the PPO model, created at the first search
         self._n_reps: int | None = None  # representatives in the last adaptive plan
 
     # ------------------------------------------------------------------ ModelGuidedAgent hooks

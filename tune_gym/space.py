@@ -421,7 +421,7 @@ class KnobSpace:
                         out.append(cand)
         return out
 
-    def normalized(self, configs: Sequence[Config]) -> np.ndarray:
+    def normalized(self, configs: Sequence[Config] | np.ndarray) -> np.ndarray:
         """Knob indices scaled to [0, 1] (``index / (choices - 1)``), shape ``n x n_knobs``."""
         arr = np.asarray(configs, dtype=np.float32).reshape(-1, self.n_knobs)
         return arr / np.maximum(self.dims - 1, 1).astype(np.float32)

@@ -21,6 +21,7 @@ instead:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ __all__ = ["candidate_pool", "greedy_q_batch"]
 
 
 def candidate_pool(space: KnobSpace, rng: np.random.Generator, size: int, anchors: Sequence[Config] = (),
-                   extra: Sequence[Config] = (), exclude: set[Config] = frozenset()) -> list[Config]:
+                   extra: Sequence[Config] = (), exclude: AbstractSet[Config] = frozenset()) -> list[Config]:
     """Up to ``size`` distinct configs, none in ``exclude``, in a deterministic order.
 
     Order of preference: ``extra`` first, then the distance-1 neighbours of each anchor (in
