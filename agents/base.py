@@ -164,7 +164,7 @@ def run(agent: Agent, env: Any, seed: int | None = None,
     result = RunResult(base.task, agent.name or type(agent).__name__)
     seen: set[Config] = set()
     if info.get("resumed"):  # records loaded from a log: let the agent learn from them
-        prior = list(base._seen.items())
+        prior = list(base.evaluated.items())
         agent.observe([c for c, _ in prior], [r for _, r in prior])
         for cfg, res in prior:
             seen.add(cfg)

@@ -190,6 +190,11 @@ class TuneEnv(gym.Env):
         return len(self._seen)
 
     @property
+    def evaluated(self) -> dict[Config, MeasureResult]:
+        """``{config: result}`` of every trial of the current episode (a copy)."""
+        return dict(self._seen)
+
+    @property
     def best(self) -> tuple[Config | None, float]:
         """``(best config, its GFLOPS)`` of the current episode."""
         return self._best_config, self._best_gflops
