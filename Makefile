@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m tune_gym.demo
+	$(BIN)/python -m agents.demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -1,5 +1,5 @@
 """Search agents behind one ask/tell interface (see :mod:`agents.base`)."""
 
-from agents.base import Agent, RunResult, Trial, list_agents, make_agent, register, run
+from agents.base import Agent, RunResult, list_agents, make_agent, register, run, unavailable_agents
 
-__all__ = ["Agent", "RunResult", "Trial", "list_agents", "make_agent", "register", "run"]
+__all__ = ["Agent", "RunResult", "list_agents", "make_agent", "register", "run", "unavailable_agents"]

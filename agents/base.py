@@ -18,24 +18,32 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
 from tune_gym.measure.result import MeasureResult
+from tune_gym.session import Trial
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["Agent", "RunResult", "Trial", "list_agents", "make_agent", "register", "run"]
+__all__ = ["Agent", "RunResult", "list_agents", "make_agent", "register", "run", "unavailable_agents"]
 
 
 class Agent:
     """Base class of search agents.
 
     Lifecycle: ``reset(space, task, seed)`` once per tuning run, then alternately
-    ``propose(n)`` (up to ``n`` configs; an empty list means "nothing more to try") and
-    ``observe(configs, results)`` with what was measured.
+    ``propose(n)`` (up to ``n`` configs; fewer is fine, an empty list means "nothing more to
+    try") and ``observe(configs, results)`` with what was measured.
+
+    What has been measured is owned by the environment's :class:`tune_gym.session.TuningSession`
+    (dedupe, budget, cache, records). An agent keeps only what it was told and what it asked
+    for, in two base-class fields every agent shares: :attr:`seen` (``{config: result}`` it has
+    observed, its models' training data) and :attr:`proposed` (every config it has proposed,
+    so it never proposes one twice; the base class fills it from :meth:`observe` too).
     """
 
     name: ClassVar[str] = ""
@@ -45,6 +53,7 @@ class Agent:
         self.task = task
         self.rng = np.random.default_rng(seed)
         self.seen: dict[Config, MeasureResult] = {}
+        self.proposed: set[Config] = set()
 
     def propose(self, n: int) -> list[Config]:
         raise NotImplementedError
@@ -52,6 +61,11 @@ class Agent:
     def observe(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         for cfg, res in zip(configs, results):
             self.seen[cfg] = res
+        self.proposed.update(configs)
+
+    def fresh(self, n: int, taken: AbstractSet[Config] = frozenset()) -> list[Config]:
+        """Up to ``n`` distinct uniform random configs never proposed nor in ``taken``."""
+        return self.space.sample_unique(self.rng, n, exclude=self.proposed | set(taken))
 
 
 _REGISTRY: dict[str, tuple[str, str]] = {}  # id -> (module:attr, description)
@@ -101,6 +115,12 @@ def list_agents() -> dict[str, str]:
     return {k: v[1] for k, v in sorted(_REGISTRY.items())}
 
 
+def unavailable_agents() -> dict[str, str]:
+    """``{agent id: why it cannot be imported}`` of built-in agents missing a dependency."""
+    list_agents()
+    return dict(_UNAVAILABLE)
+
+
 def make_agent(agent_id: str, **options: Any) -> Agent:
     """Instantiate an agent by id with its options.
 
@@ -122,18 +142,17 @@ def make_agent(agent_id: str, **options: Any) -> Agent:
 
 
 @dataclass
-class Trial:
-    """One evaluated config of a run (``index`` counts unique trials from 1)."""
-
-    index: int
-    config: Config
-    result: MeasureResult
-    cached: bool
-    wall: float
-
-
-@dataclass
 class RunResult:
+    """The trials of one tuning run, as the environment's session recorded them.
+
+    Attributes:
+        task: the task tuned.
+        agent: the agent's id.
+        trials: the run's unique trials in order (:class:`tune_gym.session.Trial`; ``source``
+            says which were measured now and which came from records or the cache).
+        seconds: wall seconds of the run.
+    """
+
     task: Task
     agent: str
     trials: list[Trial] = field(default_factory=list)
@@ -150,52 +169,39 @@ class RunResult:
 
 
 def run(agent: Agent, env: Any, seed: int | None = None,
-        callback: Callable[[list[Trial]], None] | None = None) -> RunResult:
+        callback: Callable[[Sequence[Trial]], None] | None = None) -> RunResult:
     """Drive a ``tune_gym/Tune-v0`` env with ``agent`` until the budget or the space runs out.
 
-    Agents may propose fewer configs than the env's batch size; the batch is padded by
-    repeating its last config, which costs nothing (an evaluated config is served from the
-    env's cache). ``callback`` gets the trials of each step.
+    Each step asks the agent for up to the env's batch size; an agent with a smaller plan
+    proposes fewer, and the batch is padded by repeating its last config, which the env's
+    session serves again for free. The env validates the configs (once) and its session
+    decides what is new, measured, or skipped; the agent observes every config it proposed
+    that was evaluated. ``callback`` gets the new trials of each step.
     """
     base = env.unwrapped
     start = time.perf_counter()
     _, info = env.reset(seed=seed)
     agent.reset(base.space, base.task, seed)
     result = RunResult(base.task, agent.name or type(agent).__name__)
-    seen: set[Config] = set()
-    if info.get("resumed"):  # records loaded from a log: let the agent learn from them
-        prior = list(base.evaluated.items())
-        agent.observe([c for c, _ in prior], [r for _, r in prior])
-        for cfg, res in prior:
-            seen.add(cfg)
-            result.trials.append(Trial(len(result.trials) + 1, cfg, res, True, time.perf_counter() - start))
+    prior: tuple[Trial, ...] = info.get("new_trials", ())
+    if prior:  # records loaded from a log: let the agent learn from them
+        agent.observe([t.config for t in prior], [t.result for t in prior])
+        result.trials.extend(prior)
     while True:
-        configs = [base.space.check(c) for c in agent.propose(base.batch_size)][: base.batch_size]
+        configs = agent.propose(base.batch_size)[: base.batch_size]
         if not configs:
             break
-        padded = configs + [configs[-1]] * (base.batch_size - len(configs))
+        padded = list(configs) + [configs[-1]] * (base.batch_size - len(configs))
         if base.action_format == "index":
             action = np.array([base.space.index(c) for c in padded], dtype=np.int64)
         else:
             action = np.array(padded, dtype=np.int64).reshape(base.action_space.shape)
         _, _, terminated, truncated, info = env.step(action)
-        entries = info["results"][: len(configs)]
-        done_cfgs: list[Config] = []
-        done_res: list[MeasureResult] = []
-        new_trials: list[Trial] = []
-        for entry in entries:
-            if entry["result"] is None:
-                continue
-            done_cfgs.append(entry["config"])
-            done_res.append(entry["result"])
-            if entry["config"] not in seen:
-                seen.add(entry["config"])
-                new_trials.append(Trial(len(result.trials) + len(new_trials) + 1, entry["config"],
-                                        entry["result"], entry["cached"], time.perf_counter() - start))
-        agent.observe(done_cfgs, done_res)
-        result.trials.extend(new_trials)
+        evaluated = [o for o in info["outcomes"][: len(configs)] if o.trial is not None]
+        agent.observe([o.config for o in evaluated], [o.trial.result for o in evaluated])
+        result.trials.extend(info["new_trials"])
         if callback is not None:
-            callback(new_trials)
+            callback(info["new_trials"])
         if terminated or truncated:
             break
     result.seconds = time.perf_counter() - start

@@ -1,12 +1,14 @@
-"""``batch-bo``: MetaTune's batch Bayesian optimization search, with BoTorch.
+"""``batch-bo``: a generic GP batch Bayesian optimization over the knobs, with BoTorch.
 
-Paper: "MetaTune: Meta-Learning Based Cost Model for Fast and Efficient Auto-tuning
-Frameworks" (Ryu, Sung), METHODS.md section 3 ("Search"). MetaTune replaces AutoTVM's
-simulated annealing by an exploitation-centric batch BO over the knobs that needs far
-fewer model queries and batches all of them. The paper names the ingredients (botorch,
-each knob an input, batched acquisition evaluation, inspired by batch GP-UCB, the
-reparameterized MC acquisitions and parallel knowledge gradient) but not its settings;
-the choices below are ours.
+This is the *search* half of MetaTune (Ryu & Sung; METHODS.md section 3) with a plain
+Gaussian process as its model: MetaTune's defining part, the meta-learned graph cost model
+that drives the BO, is not in this agent (the ``prior_mean`` / ``featurizer`` hooks below are
+where it plugs in), so results of ``batch-bo`` are those of a generic GP batch BO, not of
+MetaTune. MetaTune replaces AutoTVM's simulated annealing by an exploitation-centric batch BO
+that needs far fewer model queries and batches all of them. The paper names the ingredients
+(botorch, each knob an input, batched acquisition evaluation, inspired by batch GP-UCB, the
+reparameterized MC acquisitions and parallel knowledge gradient) but not its settings; the
+choices below are ours.
 
 One planning round (:class:`ModelGuidedAgent` owns the loop):
 
@@ -128,9 +130,9 @@ class _MinMax:
         return (x[:, self.keep] - self.lo) / self.span
 
 
-@register("batch-bo", "MetaTune search: GP + sequential greedy qLogEI batches over a candidate pool (BoTorch)")
+@register("batch-bo", "generic GP batch BO (MetaTune's search without its learned model): qLogEI batches, BoTorch")
 class BatchBOAgent(ModelGuidedAgent):
-    """Batch Bayesian optimization over the knobs (MetaTune's search).
+    """Generic GP batch Bayesian optimization over the knobs (MetaTune's search, plain GP model).
 
     Args:
         plan_size: configs per planning round, the acquisition's ``q`` (16).

@@ -9,8 +9,6 @@ Failed configs have fitness 0.
 
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
-
 import numpy as np
 
 from agents.base import Agent, register
@@ -32,12 +30,8 @@ class GAAgent(Agent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        self.proposed: set[Config] = set()
-        self.generation: list[Config] = self._fresh(min(self.pop_size, space.size))
+        self.generation: list[Config] = self.fresh(min(self.pop_size, space.size))
         self._queue = list(self.generation)
-
-    def _fresh(self, n: int, taken: AbstractSet[Config] = frozenset()) -> list[Config]:
-        return self.space.sample_unique(self.rng, n, exclude=self.proposed | set(taken))
 
     def propose(self, n: int) -> list[Config]:
         if not self._queue and all(c in self.seen for c in self.generation):
@@ -68,6 +62,6 @@ class GAAgent(Agent):
             if cfg not in self.proposed and cfg not in taken:
                 children.append(cfg)
             taken.add(cfg)
-        children += self._fresh(target - len(elites) - len(children), set(children))
+        children += self.fresh(target - len(elites) - len(children), set(children))
         # Elites were measured already: they stay in the population (for breeding) at no cost.
         return elites + children

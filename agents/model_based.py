@@ -46,7 +46,6 @@ class ModelGuidedAgent(Agent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        self.proposed: set[Config] = set()
         self.fitted = False
         self._plan: list[Config] = []
         self._new_since_fit = 0
@@ -65,9 +64,12 @@ class ModelGuidedAgent(Agent):
         raise NotImplementedError
 
     def search(self, n: int) -> list[Config]:
-        """Up to ``n`` unmeasured, unproposed configs with high scores."""
-        top = self._top_measured(self.sa.n_points // 2)
-        return self.sa.search(self.space, self.score, n, self.rng, exclude=self.proposed, init=top)
+        """Up to ``n`` unmeasured, unproposed configs with high scores.
+
+        AutoTVM's search: simulated annealing whose parallel points start random in the
+        first round and persist between rounds (``sa.persistent``).
+        """
+        return self.sa.search(self.space, self.score, n, self.rng, exclude=self.proposed)
 
     def explore_fraction(self) -> float:
         return self.eps
@@ -76,7 +78,6 @@ class ModelGuidedAgent(Agent):
     def observe(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         new = sum(1 for c in configs if c not in self.seen)
         super().observe(configs, results)
-        self.proposed.update(configs)
         self._new_since_fit += new
 
     def training_data(self) -> tuple[np.ndarray, np.ndarray]:
@@ -91,9 +92,16 @@ class ModelGuidedAgent(Agent):
         return [c for _, c in ranked[:k]]
 
     def propose(self, n: int) -> list[Config]:
-        """Serve the current plan; when it runs out, refit and plan ``plan_size`` more."""
+        """Serve up to ``n`` configs of the current plan; when it runs out, refit and plan
+        ``plan_size`` more.
+
+        The plan size is the agent's, whatever batch the caller asks for: with ``n`` above
+        what is left of the plan, only the rest of the plan is returned (the caller measures
+        fewer configs this step), so the model refits every ``plan_size`` trials and the random
+        share of a plan stays ``eps * plan_size`` as in the method's paper.
+        """
         if not self._plan:
-            self._plan = self._make_plan(max(n, self.plan_size))
+            self._plan = self._make_plan(self.plan_size)
         out, self._plan = self._plan[:n], self._plan[n:]
         self.proposed.update(out)
         return out
@@ -112,4 +120,4 @@ class ModelGuidedAgent(Agent):
         return plan + self._random(size - len(plan), taken)  # the random slots come last
 
     def _random(self, n: int, taken: set[Config] | None = None) -> list[Config]:
-        return self.space.sample_unique(self.rng, n, exclude=self.proposed | (taken or set()))
+        return self.fresh(n, taken or set())

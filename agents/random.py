@@ -12,11 +12,7 @@ __all__ = ["RandomAgent"]
 class RandomAgent(Agent):
     """Samples configs uniformly from the space, skipping ones already proposed."""
 
-    def reset(self, space, task, seed=None) -> None:
-        super().reset(space, task, seed)
-        self._proposed: set[Config] = set()
-
     def propose(self, n: int) -> list[Config]:
-        out = self.space.sample_unique(self.rng, n, exclude=self._proposed | set(self.seen))
-        self._proposed.update(out)
+        out = self.fresh(n)
+        self.proposed.update(out)
         return out

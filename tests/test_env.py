@@ -14,10 +14,21 @@ from tune_gym.errors import SpaceError
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
 
 
-@pytest.fixture(scope="module", params=["flat", "knobs"])
-def env(request, dense_task, live_backend):
-    env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=4, budget=12,
-                   action_format=request.param, backend=live_backend)
+@pytest.fixture(scope="module", params=[
+    ("flat", "replay"), ("knobs", "replay"),
+    pytest.param(("flat", "live"), marks=pytest.mark.slow), pytest.param(("knobs", "live"), marks=pytest.mark.slow),
+], ids=lambda p: "-".join(p))
+def env(request, dense_task):
+    """Tune-v0 on the recorded dataset by default; on live measurements with ``-m slow``."""
+    action_format, backend = request.param
+    if backend == "replay":
+        env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=4, budget=12,
+                       action_format=action_format, backend="replay", backend_options={"dataset": str(DATA)},
+                       reward_norm=50.0)
+    else:
+        live = request.getfixturevalue("live_backend")
+        env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=4, budget=12,
+                       action_format=action_format, backend=live)
     yield env
     env.close()
 
@@ -46,21 +57,25 @@ def test_episode_budget_cache_and_reward(env):
     action = np.array([configs[0], configs[1], configs[2], configs[0]])
     obs, reward, term, trunc, info = env.step(action)
     total += reward
-    assert info["trials_used"] == 3 and info["new_trials"] == 3
-    assert [e["config"] for e in info["results"]] == [configs[i] for i in (0, 1, 2, 0)]
-    gflops = [e["result"].gflops for e in info["results"]]
+    assert info["trials_used"] == 3 and len(info["new_trials"]) == 3
+    assert [o.config for o in info["outcomes"]] == [configs[i] for i in (0, 1, 2, 0)]
+    assert [o.status for o in info["outcomes"]] == ["new", "new", "new", "repeat"]
+    assert [t.index for t in info["new_trials"]] == [1, 2, 3]
+    assert info["measure_secs"] == pytest.approx(sum(t.cost for t in info["new_trials"]))
+    assert info["clock"] == pytest.approx(info["new_trials"][-1].clock)
+    gflops = [o.result.gflops for o in info["outcomes"]]
     assert reward == pytest.approx(max(gflops) / base.reference_gflops)
     np.testing.assert_allclose(obs["last_throughput"], np.array(gflops) / base.reference_gflops, rtol=1e-5)
     # Re-proposing evaluated configs is free and gives no reward.
     obs, reward, term, trunc, info = env.step(action)
-    assert reward == 0.0 and info["trials_used"] == 3 and info["new_trials"] == 0
-    assert all(e["cached"] for e in info["results"])
+    assert reward == 0.0 and info["trials_used"] == 3 and info["new_trials"] == ()
+    assert all(o.status == "repeat" for o in info["outcomes"])
     # Spend the rest of the budget: configs beyond it are skipped, then truncated.
     for start in (3, 7, 11):
         obs, reward, term, trunc, info = env.step(np.array(configs[start:start + 4]))
         total += reward
     assert info["trials_used"] == 12 and trunc and not term
-    assert sum(e["skipped"] for e in info["results"]) == 3
+    assert sum(o.status == "skipped" and o.trial is None for o in info["outcomes"]) == 3
     assert total == pytest.approx(info["best_gflops"] / base.reference_gflops, rel=1e-6)
     assert obs["progress"][1] == pytest.approx(1.0)
 
@@ -68,10 +83,10 @@ def test_episode_budget_cache_and_reward(env):
 def test_new_episode_reuses_measurements(env):
     base = env.unwrapped
     env.reset(seed=1)
-    cfg = next(iter(base.cache._data))[2]  # a config measured in an earlier episode
+    cfg = next(iter(base.session.measured))  # a config measured in an earlier episode
     sent = base.measured_count
     _, _, _, _, info = env.step(np.array([cfg] * 4))
-    assert info["trials_used"] == 1 and info["new_trials"] == 1  # counted in the budget...
+    assert info["trials_used"] == 1 and len(info["new_trials"]) == 1  # counted in the budget...
     assert base.measured_count == sent  # ...but not measured again
 
 
@@ -97,13 +112,14 @@ def test_bad_actions_raise_value_error_naming_the_knob(env, mutate, message):
     assert isinstance(err.value, ValueError)
 
 
-def test_index_action_format(dense_task, live_backend):
+def test_index_action_format(dense_task):
     env = gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", batch_size=2, budget=4,
-                   action_format="index", reward_norm="none", backend=live_backend)
+                   action_format="index", reward_norm="none", backend="replay",
+                   backend_options={"dataset": str(DATA)})
     base = env.unwrapped
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.array([5, 9]))
-    assert [e["config"] for e in info["results"]] == [base.space.config(5), base.space.config(9)]
+    assert [o.config for o in info["outcomes"]] == [base.space.config(5), base.space.config(9)]
     assert reward == pytest.approx(info["best_gflops"])  # reward_norm="none": raw GFLOPS
     with pytest.raises(ValueError, match="flat index"):
         env.step(np.array([0, base.space.size]))
@@ -139,8 +155,10 @@ def test_records_and_resume(dense_task, tmp_path, live_backend):
     env = gym.make("tune_gym/Tune-v0", resume=True, **kwargs)
     _, info = env.reset(seed=0)
     assert info["resumed"] == 3 and info["trials_used"] == 3
+    assert [t.source for t in info["new_trials"]] == ["records"] * 3
     _, _, _, trunc, info = env.step(np.array(configs[1:4]))  # two were measured before
-    assert info["new_trials"] == 1 and info["trials_used"] == 4
+    assert len(info["new_trials"]) == 1 and info["trials_used"] == 4
+    assert [o.status for o in info["outcomes"]] == ["repeat", "repeat", "new"]
     env.close()
     records = load_records(log)
     assert len(records) == 4 and len({r.config for r in records}) == 4

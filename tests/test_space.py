@@ -77,14 +77,14 @@ def test_inactive_knobs_are_canonicalized():
     # conv2d_transpose sketches place the dilation block differently: one knob per sketch.
     space = KnobSpace.for_task(Task.make("conv2d_transpose_nchw", c=8, h=4, w=4, k=8, r=4, s=2, p=1), "full")
     only_some = [i for i, k in enumerate(space.knobs)
-                 if sum(i in a for a in space._active) < space.n_sketches]
+                 if space.active_mask[:, i].sum() < space.n_sketches]
     assert only_some, space
     k = only_some[0]
-    sketch = next(s for s, a in enumerate(space._active) if k not in a)
-    cfg = list(space.config(sum(space._sketch_sizes[:sketch])))
+    sketch = next(s for s in range(space.n_sketches) if not space.active_mask[s, k])
+    cfg = list(space.config(sum(space.sketch_sizes[:sketch])))
     cfg[k] = len(space.knobs[k]) - 1
     canon = space.check(cfg)
-    assert canon[k] == 0 and space.index(canon) == sum(space._sketch_sizes[:sketch])
+    assert canon[k] == 0 and space.index(canon) == sum(space.sketch_sizes[:sketch])
 
 
 @pytest.mark.parametrize("bad, message", [

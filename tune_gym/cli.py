@@ -2,13 +2,17 @@
 
     tune-gym tasks [--suite NAME] [--sizes] [--preset full|compact]
     tune-gym space TASK [--preset full|compact]
-    tune-gym agents
-    tune-gym tune TASK --trials N --batch B --log FILE [--resume] [--agent ID] [-o KEY=VALUE]
-                  [-b KEY=VALUE] [--adaptive] [--seed S]
     tune-gym best LOG [--export DIR]
+    tune-gym agents                                             (from the agents package)
+    tune-gym tune TASK --trials N --batch B --log FILE [--resume] [--agent ID] [-o KEY=VALUE]
+                  [-b KEY=VALUE] [--adaptive] [--seed S]        (from the agents package)
 
 TASK is a suite task id (``resnet18:1``, ``resnet18:1@cuda``) or a task URI
 (``op://dense-v1/m128_n768_k768?target=llvm``).
+
+``tune_gym`` knows nothing of agents: packages add subcommands through the entry-point group
+``tune_gym.cli``, each entry a function ``register(subparsers)`` that adds its commands
+(``agents.cli:register`` adds ``agents`` and ``tune``; see pyproject.toml).
 """
 
 from __future__ import annotations
@@ -16,15 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from tune_gym.errors import TuneGymError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main", "parse_options", "parse_task"]
 
 
-def _task(text: str) -> Any:
+def parse_task(text: str) -> Any:
+    """A :class:`Task` from a suite task id or a URI."""
     from tune_gym.tasks import Task
 
     return Task.parse(text)
@@ -50,7 +56,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def cmd_space(args: argparse.Namespace) -> int:
     from tune_gym.space import KnobSpace
 
-    space = KnobSpace.for_task(_task(args.task), args.preset)
+    space = KnobSpace.for_task(parse_task(args.task), args.preset)
     print(f"{space.task.uri}  preset={space.preset}  sketches={space.n_sketches}  size={space.size}")
     for knob in space.knobs:
         preview = ", ".join(str(c) for c in knob.choices[:4]) + (", ..." if len(knob) > 4 else "")
@@ -58,17 +64,8 @@ def cmd_space(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_agents(args: argparse.Namespace) -> int:
-    from agents.base import _UNAVAILABLE, list_agents
-
-    for agent_id, description in list_agents().items():
-        print(f"  {agent_id:<18} {description}")
-    for agent_id, why in _UNAVAILABLE.items():
-        print(f"  {agent_id:<18} unavailable: {why}")
-    return 0
-
-
-def _parse_options(pairs: list[str]) -> dict[str, Any]:
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["a=1", "b-c=x"]`` -> ``{"a": 1, "b_c": "x"}`` (values parsed as JSON when they are)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -79,21 +76,6 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key.replace("-", "_")] = value
     return out
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    from tune_gym.tuning import print_summary, tune
-
-    backend_options = _parse_options(args.backend_option)
-    if args.adaptive:
-        backend_options.setdefault("adaptive", {})
-    summary = tune(
-        _task(args.task), agent=args.agent, agent_options=_parse_options(args.option), trials=args.trials,
-        batch=args.batch, log=args.log, resume=args.resume, seed=args.seed, preset=args.preset,
-        plot=args.plot, export=args.export, progress=not args.quiet, backend_options=backend_options,
-    )
-    print_summary(summary)
-    return 0
 
 
 def cmd_best(args: argparse.Namespace) -> int:
@@ -129,32 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="full", choices=["full", "compact"])
     p.set_defaults(fn=cmd_space)
 
-    p = sub.add_parser("agents", help="list search agents")
-    p.set_defaults(fn=cmd_agents)
-
-    p = sub.add_parser("tune", help="tune one task live on this machine")
-    p.add_argument("task")
-    p.add_argument("--trials", type=int, default=64, help="budget of unique measured configs")
-    p.add_argument("--batch", type=int, default=8, help="configs per step")
-    p.add_argument("--log", type=Path, help="JSONL record file (appended)")
-    p.add_argument("--resume", action="store_true", help="skip configs already in --log")
-    p.add_argument("--agent", default="random", help="agent id (see `tune-gym agents`)")
-    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
-    p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
-                   help="live backend option (LiveConfig field: repeat, number, min_repeat_ms, flush_cache, ...)")
-    p.add_argument("--adaptive", action="store_true",
-                   help="AdaTune's adaptive evaluator (micro-batches of 50 runs, stop at CV < 0.1, at most 500 runs)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--preset", default="full", choices=["full", "compact"])
-    p.add_argument("--plot", type=Path, help="write a best-so-far plot (PNG)")
-    p.add_argument("--export", type=Path, help="export the best config as a MetaSchedule database here")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(fn=cmd_tune)
-
     p = sub.add_parser("best", help="best config of each task in a record file")
     p.add_argument("log", type=Path)
     p.add_argument("--export", type=Path, help="write a MetaSchedule JSON database of the best configs")
     p.set_defaults(fn=cmd_best)
+    for entry in entry_points(group="tune_gym.cli"):
+        entry.load()(sub)
     return parser
 
 

@@ -38,13 +38,14 @@ from typing import Any
 
 from tune_gym._tvm import ms, tvm
 from tune_gym.errors import RecordError
+from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = [
     "SCHEMA_VERSION", "Record", "RecordWriter", "best_records", "export_database",
-    "host_fingerprint", "host_id", "load_database", "load_records",
+    "host_fingerprint", "host_id", "load_database", "load_records", "recorded_reference",
 ]
 
 SCHEMA_VERSION = 1
@@ -102,6 +103,8 @@ class Record:
         host: :func:`host_id` of the measuring machine.
         tvm: TVM version string.
         knobs: ``{knob name: value}`` (split factors as lists), for humans.
+        reference: the reference throughput (PyTorch on the same op, on the measuring host)
+            that rewards were normalized by when this record was written, or ``None``.
     """
 
     task: str
@@ -113,20 +116,21 @@ class Record:
     host: str = field(default_factory=host_id)
     tvm: str = field(default_factory=lambda: _tvm_version())
     knobs: dict[str, Any] = field(default_factory=dict)
+    reference: Reference | None = None
 
     @classmethod
-    def create(cls, space: KnobSpace, config: Sequence[int], result: MeasureResult, backend: str) -> Record:
-        """A record of ``config`` of ``space`` measured now on this host."""
-        config = space.check(config)
+    def create(cls, space: KnobSpace, config: Config, result: MeasureResult, backend: str,
+               reference: Reference | None = None) -> Record:
+        """A record of the canonical ``config`` of ``space`` measured now on this host."""
         knobs = {k: _jsonable(v) for k, v in space.to_dict(config).items()}
-        return cls(space.task.uri, space.preset, backend, config, result, knobs=knobs)
+        return cls(space.task.uri, space.preset, backend, tuple(config), result, knobs=knobs, reference=reference)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA_VERSION, "tvm": self.tvm, "host": self.host, "task": self.task,
             "preset": self.preset, "backend": self.backend, "config": list(self.config),
             "knobs": {k: _jsonable(v) for k, v in self.knobs.items()}, "result": self.result.to_json(),
-            "time": self.time,
+            "time": self.time, **({"reference": self.reference.to_json()} if self.reference else {}),
         }
 
     @classmethod
@@ -140,6 +144,7 @@ class Record:
                 task=str(d["task"]), preset=str(d["preset"]), backend=str(d["backend"]),
                 config=tuple(int(c) for c in d["config"]), result=MeasureResult.from_json(d["result"]),
                 time=float(d["time"]), host=str(d["host"]), tvm=str(d["tvm"]), knobs=dict(d.get("knobs", {})),
+                reference=Reference.from_json(d["reference"]) if d.get("reference") else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise RecordError(f"malformed record ({type(err).__name__}: {err})") from err
@@ -233,6 +238,17 @@ def load_records(path: str | os.PathLike[str], task: str | Task | None = None) -
         if uri is None or rec.task == uri:
             out.append(rec)
     return out
+
+
+def recorded_reference(records: Iterable[Record], task: str | Task, host: str | None = None) -> Reference | None:
+    """The reference throughput last recorded with ``task``'s records (optionally only those
+    measured on ``host``), or ``None``."""
+    uri = task.uri if isinstance(task, Task) else task
+    found = None
+    for rec in records:
+        if rec.task == uri and rec.reference is not None and (host is None or rec.host == host):
+            found = rec.reference
+    return found
 
 
 def best_records(records: Iterable[Record]) -> dict[str, Record]:

@@ -193,6 +193,11 @@ class KnobSpace:
         self.size = sum(self._sketch_sizes)
         self.names = [k.name for k in self.knobs]
         self.dims = np.array([len(k) for k in self.knobs], dtype=np.int64)
+        mask = np.zeros((self.n_sketches, self.n_knobs), dtype=bool)
+        for s, active in enumerate(self._active):
+            mask[s, sorted(active)] = True
+        mask.setflags(write=False)
+        self._active_mask = mask
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod
@@ -287,6 +292,26 @@ class KnobSpace:
     def active(self, config: Config) -> list[int]:
         """Indices of the knobs that the config's sketch uses."""
         return sorted(self._active[self.sketch_of(config)])
+
+    @property
+    def active_mask(self) -> np.ndarray:
+        """``n_sketches x n_knobs`` read-only bool array: the knobs each sketch uses.
+
+        Row ``s`` includes the ``sketch`` knob (when there is one) and every knob of sketch
+        ``s``; vectorized searches index it with the sketch column of a config batch.
+        """
+        return self._active_mask
+
+    @property
+    def sketch_sizes(self) -> tuple[int, ...]:
+        """Number of distinct configs of each sketch (they sum to :attr:`size`); flat
+        indices of sketch ``s`` start at ``sum(sketch_sizes[:s])``."""
+        return tuple(self._sketch_sizes)
+
+    def sketches(self, configs: np.ndarray) -> np.ndarray:
+        """The sketch index of each row of an ``n x n_knobs`` config array."""
+        configs = np.asarray(configs)
+        return configs[:, 0].astype(np.int64) if self.n_sketches > 1 else np.zeros(len(configs), dtype=np.int64)
 
     # ------------------------------------------------------------------ validation / encoding
     def check(self, config: Sequence[Any]) -> Config:
@@ -427,9 +452,14 @@ class KnobSpace:
         return arr / np.maximum(self.dims - 1, 1).astype(np.float32)
 
     # ------------------------------------------------------------------ schedules
-    def trace(self, config: Config) -> Any:
-        """The sketch's trace with the config's decisions (no postprocessing)."""
-        config = self.check(config)
+    def trace(self, config: Config, check: bool = True) -> Any:
+        """The sketch's trace with the config's decisions (no postprocessing).
+
+        ``check=False`` skips validation for a config already made canonical by
+        :meth:`check` (the measurement path validates once, where input enters).
+        """
+        if check:
+            config = self.check(config)
         s = self.sketch_of(config)
         base = self._traces[s]
         decisions = dict(base.decisions.items())
@@ -440,16 +470,18 @@ class KnobSpace:
                 config[k] if knob.kind == "categorical" else value)
         return self._tvm.s_tir.schedule.Trace(base.insts, decisions)
 
-    def to_schedule(self, config: Config) -> Any:
+    def to_schedule(self, config: Config, check: bool = True) -> Any:
         """A ``tvm.s_tir.Schedule`` with the config applied (before postprocessing)."""
         sch = self._tvm.s_tir.Schedule(self.mod)
-        self.trace(config).apply_to_schedule(sch, remove_postproc=True)
+        self.trace(config, check).apply_to_schedule(sch, remove_postproc=True)
         return sch
 
-    def apply(self, config: Config) -> tuple[Any | None, str]:
-        """Schedule + target postprocs. Returns ``(schedule, "")`` or ``(None, reason)``."""
+    def apply(self, config: Config, check: bool = True) -> tuple[Any | None, str]:
+        """Schedule + target postprocs. Returns ``(schedule, "")`` or ``(None, reason)``.
+
+        ``check=False``: ``config`` is already canonical (see :meth:`trace`)."""
         try:
-            sch = self.to_schedule(config)
+            sch = self.to_schedule(config, check)
         except SpaceError:
             raise
         except Exception as err:

@@ -28,8 +28,7 @@ def random_walk(space: KnobSpace, points: np.ndarray, rng: np.random.Generator) 
     """Change one random active knob of each row to a different random value (canonical)."""
     points = points.copy()
     n, k = points.shape
-    sketches = points[:, 0] if space.n_sketches > 1 else np.zeros(n, dtype=np.int64)
-    mask = _active_mask(space)[sketches] & (space.dims > 1)[None, :]
+    mask = space.active_mask[space.sketches(points)] & (space.dims > 1)[None, :]
     has = mask.any(axis=1)
     pick = np.argmax(np.where(mask, rng.random((n, k)), -1.0), axis=1)
     dims = space.dims[pick]
@@ -37,18 +36,8 @@ def random_walk(space: KnobSpace, points: np.ndarray, rng: np.random.Generator) 
     rows = np.flatnonzero(has)
     points[rows, pick[rows]] = (points[rows, pick[rows]] + shift[rows]) % dims[rows]
     if space.n_sketches > 1:  # a sketch change: zero the knobs the new sketch does not use
-        points *= _active_mask(space)[points[:, 0]]
+        points *= space.active_mask[points[:, 0]]
     return points
-
-
-def _active_mask(space: KnobSpace) -> np.ndarray:
-    mask = getattr(space, "_sa_active_mask", None)
-    if mask is None:
-        mask = np.zeros((space.n_sketches, space.n_knobs), dtype=bool)
-        for s, active in enumerate(space._active):
-            mask[s, sorted(active)] = True
-        space._sa_active_mask = mask  # type: ignore[attr-defined]
-    return mask
 
 
 @dataclass

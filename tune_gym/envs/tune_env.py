@@ -25,34 +25,43 @@ Observation (a ``Dict`` of fixed-shape float32 ``Box``es, usable by SB3's MultiI
 
 Reward: the increase of the best-so-far normalized throughput, so an episode's return is
 ``best GFLOPS / reference GFLOPS``. The reference (``reward_norm``) defaults to PyTorch on the
-same op on this host (:func:`tune_gym.measure.reference.torch_gflops`), so a return of 1.0
-means "as fast as the vendor library"; ``reward_norm="none"`` makes rewards raw GFLOPS, and
-a number sets the reference explicitly.
+same op on this host, measured in a separate quiet process as the median of several timings
+(:func:`tune_gym.measure.reference.measure_reference`); a reference recorded with the data is
+reused instead (the resumed log's, when it was measured on this host, or the replay
+dataset's), so replayed and resumed runs get the same rewards. A return of 1.0 means "as fast
+as the vendor library"; ``reward_norm="none"`` makes rewards raw GFLOPS, and a number sets the
+reference explicitly. ``env.unwrapped.reference`` holds the :class:`Reference` used (``None``
+for a number or "none").
 
 Budget: each *new* unique config costs one trial; a config already evaluated in this episode
-is served from the cache at no cost. ``truncated`` once ``budget`` trials are spent (configs of
-the batch beyond the budget are not measured and are reported as skipped);
-``terminated`` once every config of the space has been evaluated.
+is served again at no cost. ``truncated`` once ``budget`` trials are spent (configs of the
+batch beyond the budget are not measured and are reported as skipped); ``terminated`` once
+every config of the space has been evaluated.
 
-``info`` carries, per proposed config: the canonical config, its :class:`MeasureResult`
-(``None`` if skipped beyond the budget), ``cached`` (already evaluated earlier in this episode,
-so free); plus ``new_trials`` and ``measure_secs``, the build + run seconds of this step's new
-trials as measured (for a replay backend, the recorded seconds: a simulated clock).
+``info`` carries ``outcomes``: one :class:`tune_gym.session.Outcome` per proposed row (its
+canonical ``config``, ``status`` "new" / "repeat" / "skipped" and its typed ``trial``, whose
+``result`` is the :class:`MeasureResult`, ``None`` when skipped); ``new_trials``: the
+:class:`tune_gym.session.Trial` objects this step added; ``measure_secs``: their recorded build
++ run seconds (on a replay backend, the recorded seconds: a simulated clock); ``clock``: the
+episode's simulated seconds so far; and ``trials_used``, ``budget``, ``best_gflops``,
+``best_config``, ``reference_gflops``.
 
-Measurements are also reused across episodes of one env (and from a resumed log): a config
-measured in an earlier episode still costs a trial in a new episode, with the same result,
-but is not measured again. ``env.unwrapped.measured_count`` and ``wall_secs`` count what
-was really sent to the backend.
+All measured state lives in one :class:`tune_gym.session.TuningSession`
+(``env.unwrapped.session``): dedupe, budget, cache, records and clock. Measurements are
+reused across episodes of one env (and from a resumed log): a config measured in an earlier
+episode still costs a trial in a new episode, with the same result, but is not measured
+again; ``env.unwrapped.measured_count`` and ``wall_secs`` count what was really sent to the
+backend.
 
 Records: with ``log=PATH`` every measurement is appended to a JSONL record file
-(:mod:`tune_gym.records`), fsynced per batch. With ``resume=True`` the records of the same task
-and preset already in that file are loaded first: they count as evaluated (and as budget
-used) in the first episode and are never measured again.
+(:mod:`tune_gym.records`) with the reference it was normalized by, fsynced per batch. With
+``resume=True`` the records of the same task and preset already in that file are loaded
+first: they count as evaluated (and as budget used) in the first episode and are never
+measured again.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +71,10 @@ from gymnasium import spaces
 
 from tune_gym.errors import SpaceError
 from tune_gym.features.task import TASK_FEATURE_DIM, task_features
+from tune_gym.measure import resolve_backend
 from tune_gym.measure.base import Backend
-from tune_gym.measure.cache import MeasureCache
-from tune_gym.measure.result import MeasureResult
+from tune_gym.measure.reference import Reference
+from tune_gym.session import Trial, TuningSession
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -98,27 +108,19 @@ class TuneEnv(gym.Env):
             raise ValueError(f"batch_size ({batch_size}) and budget ({budget}) must be >= 1")
         if action_format not in ("flat", "knobs", "index"):
             raise ValueError(f"action_format must be 'flat', 'knobs' or 'index', not {action_format!r}")
+        _check_reward_norm(reward_norm)
         self.space = KnobSpace.for_task(self.task, preset)
         self.preset = preset
         self.batch_size = batch_size
         self.budget = budget
         self.action_format = action_format
         self.render_mode = render_mode
-        self._owns_backend = isinstance(backend, str)  # close() closes only a backend it made
-        if isinstance(backend, str):
-            from tune_gym.measure import make_backend
-
-            backend = make_backend(backend, **(backend_options or {}))
-        elif backend_options:
-            raise ValueError("backend_options apply only when backend is given by name")
-        self.backend = backend
-        self.reference_gflops = self._reference(reward_norm)
-        self.cache = MeasureCache()
-        self._log_path = Path(log) if log is not None else None
-        self._writer: Any = None
-        self._resumed: dict[Config, MeasureResult] = {}
-        if self._log_path is not None and resume:
-            self._resumed = self._load_log()
+        self.backend, self._owns_backend = resolve_backend(backend, backend_options)
+        self.session = TuningSession(self.task, self.space, self.backend, budget=budget, log=log, resume=resume)
+        self.reference = self._reference(reward_norm)
+        self.session.reference = self.reference
+        self.reference_gflops = self.reference.gflops if self.reference is not None else (
+            1.0 if reward_norm == "none" else float(reward_norm))
 
         n, k = batch_size, self.space.n_knobs
         if action_format == "knobs":
@@ -143,79 +145,75 @@ class TuneEnv(gym.Env):
             "progress": free((2,), 0.0),
         })
         self._task_features = task_features(self.task)
-        self._first_episode = True
-        self.wall_secs = 0.0  # wall seconds spent in backend.measure over the env's life
-        self.measured_count = 0  # configs sent to the backend over the env's life
-        self._reset_state()
+        self._session_fresh = True  # the session's first run (with resumed records) not yet used
+        self._clear_last()
 
     # ------------------------------------------------------------------ helpers
-    def _reference(self, reward_norm: str | float) -> float:
-        if isinstance(reward_norm, (int, float)) and not isinstance(reward_norm, bool):
-            if reward_norm <= 0:
-                raise ValueError(f"reward_norm must be > 0, got {reward_norm}")
-            return float(reward_norm)
-        if reward_norm == "none":
-            return 1.0
-        if reward_norm == "torch":
-            from tune_gym.measure.reference import torch_gflops
+    def _reference(self, reward_norm: str | float) -> Reference | None:
+        """The reference of ``reward_norm="torch"``: recorded with the data if possible."""
+        if reward_norm != "torch":
+            return None
+        from tune_gym.records import host_id, recorded_reference
 
-            return torch_gflops(self.task)
-        raise ValueError(f"reward_norm must be 'torch', 'none' or a positive number, not {reward_norm!r}")
+        recorded = recorded_reference(self.session.resumed, self.task, host=host_id())
+        if recorded is None and hasattr(self.backend, "reference"):
+            recorded = self.backend.reference(self.task)
+        if recorded is not None:
+            return recorded
+        from tune_gym.measure.reference import measure_reference
 
-    def _load_log(self) -> dict[Config, MeasureResult]:
-        from tune_gym.records import load_records
+        return measure_reference(self.task)
 
-        out = {}
-        assert self._log_path is not None
-        for rec in load_records(self._log_path, task=self.task.uri):
-            if rec.preset == self.preset:
-                out[self.space.check(rec.config)] = rec.result
-        return out
-
-    def _reset_state(self) -> None:
-        self._seen: dict[Config, MeasureResult] = {}
-        self._best_gflops = 0.0
-        self._best_config: Config | None = None
+    def _clear_last(self) -> None:
         self._last_configs = np.zeros((self.batch_size, self.space.n_knobs), dtype=np.float32)
         self._last_tp = np.zeros(self.batch_size, dtype=np.float32)
         self._last_valid = np.zeros(self.batch_size, dtype=np.float32)
 
-    def _absorb(self, config: Config, result: MeasureResult) -> None:
-        self._seen[config] = result
-        if result.gflops > self._best_gflops:
-            self._best_gflops, self._best_config = result.gflops, config
-
     @property
     def trials_used(self) -> int:
-        return len(self._seen)
+        return self.session.trials_used
 
     @property
-    def evaluated(self) -> dict[Config, MeasureResult]:
-        """``{config: result}`` of every trial of the current episode (a copy)."""
-        return dict(self._seen)
+    def trials(self) -> list[Trial]:
+        """The typed trials of the current episode, in order (a copy)."""
+        return list(self.session.trials)
 
     @property
     def best(self) -> tuple[Config | None, float]:
         """``(best config, its GFLOPS)`` of the current episode."""
-        return self._best_config, self._best_gflops
+        best = self.session.best
+        return (best.config, best.gflops) if best is not None else (None, 0.0)
+
+    @property
+    def measured_count(self) -> int:
+        """Configs sent to the backend over the env's life."""
+        return self.session.measured_count
+
+    @property
+    def wall_secs(self) -> float:
+        """Wall seconds spent in the backend over the env's life."""
+        return self.session.wall_secs
 
     def _obs(self) -> dict[str, np.ndarray]:
         from tune_gym.features.primitives import encode_trace
 
-        cfg = self._best_config if self._best_config is not None else self.space.canonical([0] * self.space.n_knobs)
+        best_cfg, best_gflops = self.best
+        cfg = best_cfg if best_cfg is not None else self.space.canonical([0] * self.space.n_knobs)
         return {
             "task": self._task_features.copy(),
-            "schedule": encode_trace(self.space.trace(cfg), *self._sched_shape),
+            "schedule": encode_trace(self.space.trace(cfg, check=False), *self._sched_shape),
             "last_configs": self._last_configs.copy(),
             "last_throughput": self._last_tp.copy(),
             "last_valid": self._last_valid.copy(),
-            "progress": np.array([self._best_gflops / self.reference_gflops, self.trials_used / self.budget],
+            "progress": np.array([best_gflops / self.reference_gflops, self.trials_used / self.budget],
                                  dtype=np.float32),
         }
 
     def _info(self, **extra: Any) -> dict[str, Any]:
-        return {"trials_used": self.trials_used, "budget": self.budget, "best_gflops": self._best_gflops,
-                "best_config": self._best_config, "reference_gflops": self.reference_gflops, **extra}
+        best_cfg, best_gflops = self.best
+        return {"trials_used": self.trials_used, "budget": self.budget, "best_gflops": best_gflops,
+                "best_config": best_cfg, "reference_gflops": self.reference_gflops,
+                "clock": self.session.clock, **extra}
 
     def decode_action(self, action: Any) -> list[Config]:
         """Validate an action and return its configs (canonical); ValueError names the problem."""
@@ -255,68 +253,30 @@ class TuneEnv(gym.Env):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
+        """Start an episode (a tuning run). The first one starts with the resumed records as
+        its trials (``info["resumed"]``); later ones start empty and reuse measurements."""
         super().reset(seed=seed)
-        self._reset_state()
-        if self._first_episode:
-            for cfg, res in self._resumed.items():
-                self.cache.put(self.task.uri, self.preset, cfg, res)
-                self._absorb(cfg, res)
-            self._first_episode = False
-        return self._obs(), self._info(resumed=len(self._seen))
+        self._clear_last()
+        trials = self.session.trials if self._session_fresh else self.session.new_run()
+        self._session_fresh = False
+        return self._obs(), self._info(resumed=len(trials), new_trials=tuple(trials))
 
     def step(self, action: Any):  # type: ignore[override]
         configs = self.decode_action(action)
-        before = self._best_gflops
-        uri, preset = self.task.uri, self.preset
-        # New trials: configs not yet evaluated in this episode, within the budget.
-        new: list[Config] = []
-        skipped: set[Config] = set()
-        for cfg in configs:
-            if cfg in self._seen or cfg in new:
-                continue
-            if self.trials_used + len(new) >= self.budget:
-                skipped.add(cfg)
-                continue
-            new.append(cfg)
-        repeats = {cfg for cfg in configs if cfg in self._seen}
-        # Only what no earlier episode (or resumed log) has measured goes to the backend.
-        to_measure = [cfg for cfg in new if self.cache.get(uri, preset, cfg) is None]
-        start = time.perf_counter()
-        measured = self.backend.measure(self.task, self.space, to_measure) if to_measure else []
-        self.wall_secs += time.perf_counter() - start
-        self.measured_count += len(to_measure)
-        if len(measured) != len(to_measure):
-            raise RuntimeError(
-                f"backend {self.backend.name} returned {len(measured)} results for {len(to_measure)} configs")
-        for cfg, fresh in zip(to_measure, measured):
-            self.cache.put(uri, preset, cfg, fresh)
-        if measured and self._log_path is not None:
-            self._write(to_measure, measured)
-        for cfg in new:
-            self._absorb(cfg, self.cache.get(uri, preset, cfg))  # type: ignore[arg-type]
-
-        per_config = []
-        for row, cfg in enumerate(configs):
-            res: MeasureResult | None = None if cfg in skipped else self._seen[cfg]
-            per_config.append({"config": cfg, "result": res, "cached": cfg in repeats, "skipped": cfg in skipped})
+        _, before = self.best
+        self._session_fresh = False
+        ev = self.session.evaluate(configs)
+        for row, outcome in enumerate(ev.outcomes):
+            res = outcome.result
             self._last_tp[row] = (res.gflops if res is not None else 0.0) / self.reference_gflops
             self._last_valid[row] = float(res is not None and res.ok)
         self._last_configs = self.space.normalized(configs)
-        reward = (self._best_gflops - before) / self.reference_gflops
-        terminated = self.trials_used >= self.space.size
-        truncated = not terminated and self.trials_used >= self.budget
-        cost = sum(self._seen[c].build_secs + self._seen[c].run_secs for c in new)
-        info = self._info(results=per_config, new_trials=len(new), measure_secs=cost)
+        _, after = self.best
+        reward = (after - before) / self.reference_gflops
+        terminated = self.session.space_done
+        truncated = not terminated and self.session.exhausted
+        info = self._info(outcomes=ev.outcomes, new_trials=ev.new, measure_secs=ev.cost)
         return self._obs(), float(reward), terminated, truncated, info
-
-    def _write(self, configs: list[Config], results: list[MeasureResult]) -> None:
-        from tune_gym.records import Record, RecordWriter
-
-        if self._writer is None:
-            assert self._log_path is not None
-            self._writer = RecordWriter(self._log_path)
-        self._writer.append([Record.create(self.space, cfg, res, self.backend.name)
-                             for cfg, res in zip(configs, results)])
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
@@ -326,9 +286,16 @@ class TuneEnv(gym.Env):
                 f"({gflops / self.reference_gflops:.2f}x reference) {self.space.to_dict(cfg) if cfg else ''}")
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self.session.close()
         if self._owns_backend:
             self.backend.close()
         super().close()
+
+
+def _check_reward_norm(reward_norm: Any) -> None:
+    if isinstance(reward_norm, (int, float)) and not isinstance(reward_norm, bool):
+        if not reward_norm > 0 or not np.isfinite(reward_norm):
+            raise ValueError(f"reward_norm must be a finite number > 0, got {reward_norm}")
+    elif reward_norm not in ("torch", "none"):
+        raise ValueError(f"reward_norm must be 'torch', 'none' or a positive number, not {reward_norm!r}")
+

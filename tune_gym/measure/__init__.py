@@ -1,22 +1,39 @@
-"""Measurement backends (live TVM builds and timing) and their results."""
+"""Measurement backends (live TVM builds and timing, replay of recorded data) and their results."""
+
+from __future__ import annotations
+
+from typing import Any
 
 from tune_gym.measure.base import Backend
 from tune_gym.measure.result import ERROR_KINDS, MeasureResult
 
-__all__ = ["ERROR_KINDS", "Backend", "MeasureResult", "make_backend"]
+__all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "make_backend", "resolve_backend"]
+
+#: Backend ids :func:`make_backend` knows.
+BACKENDS = ("live", "replay")
 
 
-def make_backend(name: str, **options: object) -> Backend:
+def make_backend(name: str, **options: Any) -> Backend:
     """A backend by short id: ``live`` (options: :class:`LiveConfig` fields) or ``replay``
     (option ``dataset``: record file(s))."""
     if name == "live":
         from tune_gym.measure.live import LiveBackend
 
-        return LiveBackend(**options)  # type: ignore[arg-type]
+        return LiveBackend(**options)
     if name == "replay":
         from tune_gym.measure.replay import ReplayBackend
 
-        if "dataset" not in options:
-            raise ValueError("the replay backend needs backend_options={'dataset': PATH}")
-        return ReplayBackend(options["dataset"])  # type: ignore[arg-type]
-    raise ValueError(f"unknown backend {name!r}; known backends: live, replay")
+        if set(options) != {"dataset"}:
+            raise ValueError(f"the replay backend takes exactly backend_options={{'dataset': PATH}}, got {options}")
+        return ReplayBackend(options["dataset"])
+    raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(BACKENDS)}")
+
+
+def resolve_backend(backend: str | Backend, options: dict[str, Any] | None = None) -> tuple[Backend, bool]:
+    """``(backend, made here)``: a backend given by id is built with ``options`` (the caller
+    owns it and closes it); a backend object is used as it is."""
+    if isinstance(backend, str):
+        return make_backend(backend, **(options or {})), True
+    if options:
+        raise ValueError("backend_options apply only when backend is given by name")
+    return backend, False

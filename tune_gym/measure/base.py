@@ -16,8 +16,10 @@ __all__ = ["Backend"]
 class Backend(Protocol):
     """Something that turns configs of a task into measurements.
 
-    Backends measure what they are given; caching, budgets and records live in the
-    environment (:class:`tune_gym.envs.TuneEnv`) so every backend gets them for free.
+    Backends measure what they are given; dedupe, caching, budgets and records live in
+    :class:`tune_gym.session.TuningSession` so every backend gets them for free. A backend
+    may also offer ``reference(task) -> Reference | None``: the reference throughput that was
+    recorded with its data (the replay backend does).
     """
 
     name: str

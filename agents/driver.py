@@ -1,14 +1,17 @@
-"""One-call tuning of a task (used by ``tune-gym tune`` and ``make demo``)."""
+"""One-call tuning of a task with an agent (``tune-gym tune`` and ``make demo`` use it)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+from agents.base import RunResult, make_agent, run
+from tune_gym.session import Trial
 from tune_gym.tasks.task import Task
 
 __all__ = ["TuneSummary", "plot_best_so_far", "print_summary", "tune"]
@@ -18,8 +21,9 @@ __all__ = ["TuneSummary", "plot_best_so_far", "print_summary", "tune"]
 class TuneSummary:
     task: Task
     agent: str
-    run: Any  # agents.base.RunResult
+    run: RunResult
     reference_gflops: float
+    reference_method: str
     space_size: int
     log: Path | None
     plot: Path | None
@@ -32,9 +36,7 @@ def tune(
     plot: str | Path | None = None, export: str | Path | None = None, progress: bool = True,
     backend: str = "live", backend_options: dict[str, Any] | None = None,
 ) -> TuneSummary:
-    """Tune ``task`` with an agent on a live env; write records, plot and database if asked."""
-    from agents.base import make_agent, run
-
+    """Tune ``task`` with an agent on a ``Tune-v0`` env; write records, plot and database if asked."""
     tuner = make_agent(agent, **(agent_options or {}))
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
@@ -46,7 +48,7 @@ def tune(
 
         bar = tqdm(total=trials, desc=f"{agent} {task.op}", unit="trial", dynamic_ncols=True)
 
-    def on_step(new: list[Any]) -> None:
+    def on_step(new: Sequence[Trial]) -> None:
         if bar is not None:
             bar.update(len(new))
             bar.set_postfix(best=f"{base.best[1]:.1f} GFLOPS")
@@ -63,12 +65,13 @@ def tune(
         from tune_gym.records import export_database, load_records
 
         export_database(load_records(log, task=task.uri), export)
-    return TuneSummary(task, agent, result, base.reference_gflops, base.space.size,
+    method = base.reference.method if base.reference is not None else "given"
+    return TuneSummary(task, agent, result, base.reference_gflops, method, base.space.size,
                        Path(log) if log else None, Path(plot) if plot else None,
                        Path(export) if export and log else None)
 
 
-def plot_best_so_far(result: Any, reference_gflops: float | None, path: str | Path) -> Path:
+def plot_best_so_far(result: RunResult, reference_gflops: float | None, path: str | Path) -> Path:
     """Best-so-far GFLOPS against unique trials (PNG), with PyTorch's GFLOPS as a line."""
     import matplotlib
 
@@ -102,7 +105,7 @@ def print_summary(summary: TuneSummary, top: int = 5) -> None:
     run = summary.run
     trials = run.trials
     errors = Counter(t.result.error for t in trials if not t.result.ok)
-    measured = [t for t in trials if not t.cached]
+    measured = [t for t in trials if t.source == "measured"]
     build = sum(t.result.build_secs for t in measured)
     timing = sum(t.result.run_secs for t in measured)
     print(f"\ntask      {summary.task.uri}")
@@ -128,6 +131,7 @@ def print_summary(summary: TuneSummary, top: int = 5) -> None:
         ratio = best.result.gflops / summary.reference_gflops if summary.reference_gflops else float("nan")
         print(f"\nbest tuned kernel  {best.result.gflops:8.2f} GFLOPS")
         print(f"PyTorch (same op)  {summary.reference_gflops:8.2f} GFLOPS   -> tuned/PyTorch = {ratio:.2f}x")
+        print(f"                   ({summary.reference_method})")
     for label, path in (("records", summary.log), ("plot", summary.plot), ("database", summary.export)):
         if path is not None:
             print(f"{label:<9} {path}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from agents.driver import print_summary, tune
 from tune_gym.tasks import Task
-from tune_gym.tuning import print_summary, tune
 
 
 def main(argv: list[str] | None = None) -> None:
