@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from agents.base import list_agents
+from agents.driver import tune
 from tune_gym.records import host_fingerprint
 from tune_gym.tasks import Task
-from tune_gym.tuning import tune
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,6 +77,7 @@ def test_adaptive_costs_rejects_bad_options():
         adaptive_costs(_FakeTimer([]), None, [], cv_threshold=0.0)
 
 
+@pytest.mark.slow
 def test_live_adaptive_measurement_reports_runs(dense_task, dense_space):
     from tune_gym.measure.live import LiveBackend
 

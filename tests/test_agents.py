@@ -86,6 +86,29 @@ def test_agent_on_replay_respects_n_budget_and_seed(agent_id):
     assert runs[0].best is not None and runs[0].best.result.gflops > 0
 
 
+@pytest.mark.parametrize("agent_id", ["xgb-sa", "contextual-sa", "batch-bo", "presample", "rl-ppo"])
+def test_plan_size_holds_whatever_the_env_batch(agent_id):
+    """A model-guided agent measures its own plan per round, not the env's batch (here 3x it)."""
+    agent = _agent(agent_id)
+    plan = agent.plan_size
+    env = _replay_env(CONV, budget=4 * plan, batch=3 * plan)
+    steps: list[int] = []
+    fits: list[int] = []
+    fit = agent.fit
+
+    def counting_fit(configs, y):
+        fits.append(len(y))
+        return fit(configs, y)
+
+    agent.fit = counting_fit
+    run(agent, env, seed=0, callback=lambda new: steps.append(len(new)))
+    env.close()
+    assert max(steps) <= plan < 3 * plan  # never the env's batch
+    assert steps[:3] == [plan] * 3 or agent_id == "rl-ppo"  # rl-ppo's adaptive sampling may cut a plan
+    assert all(n % plan == 0 for n in fits) or agent_id == "rl-ppo"  # refits every plan_size trials
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("agent_id", sorted(list_agents()))
 def test_agent_tunes_a_small_live_task(agent_id, live_backend):
     env = gym.make("tune_gym/Tune-v0", task=Task.from_uri(DENSE), preset="compact", batch_size=4, budget=12,
