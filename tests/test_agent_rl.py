@@ -10,7 +10,7 @@ import pytest
 
 import tune_gym  # noqa: F401  (registers the envs)
 from agents.base import list_agents, make_agent, run
-from agents.rl import RLPPOAgent, adaptive_sample
+from agents.rl import RLPPOAgent, _seeded_globals, adaptive_clusters, adaptive_sample
 from tune_gym.envs.knob_walk import KnobWalkEnv, walk
 from tune_gym.measure.replay import ReplayBackend
 from tune_gym.space import KnobSpace
@@ -18,9 +18,8 @@ from tune_gym.tasks.task import Task
 
 DATASET = Path(__file__).parent / "data" / "tiny_compact.jsonl"
 CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm"
-#: Tiny PPO / rollout budgets so an agent run takes seconds.
-TINY = {"train_steps": 64, "n_steps": 32, "batch_size": 32, "n_epochs": 2, "n_starts": 16, "max_steps": 20,
-        "net_arch": (16,), "num_rounds": 30}
+#: Tiny search budgets so an agent run takes seconds.
+TINY = {"n_starts": 16, "max_steps": 20, "num_rounds": 30}
 
 
 @pytest.fixture(scope="module")
@@ -103,13 +102,15 @@ def test_vectorized_walk_matches_clip_and_canonical(space):
     rng = np.random.default_rng(0)
     configs = np.asarray(space.sample(rng, 64))
     actions = rng.integers(0, 3, size=configs.shape)
-    new, moved, stop = walk(space, configs, actions, stop_fraction=0.5)
-    movable = (space.dims > 1).sum()  # every knob of this space is used by both sketches
+    new, moved, stop = walk(space, configs, actions, stuck_fraction=0.5)
+    movable = space.dims > 1  # every knob of this space is used by both sketches
     for cfg, act, out, m, s in zip(configs, actions, new, moved, stop):
-        expected = space.canonical(np.clip(cfg + act - 1, 0, space.dims - 1))
+        wanted = cfg + act - 1
+        expected = space.canonical(np.clip(wanted, 0, space.dims - 1))
         assert tuple(out) == expected
         assert m == sum(a != b for a, b in zip(cfg, expected))
-        assert s == (m < 0.5 * movable)
+        stuck = movable & ((act == 1) | (wanted < 0) | (wanted >= space.dims))
+        assert s == (stuck.sum() >= 0.5 * movable.sum())
 
 
 def test_backend_reward_is_measured_gflops(task, space, backend):
@@ -162,39 +163,163 @@ def test_ppo_beats_random_policy(task, space, one_torch_thread):
 
 
 # ---------------------------------------------------------------------- adaptive sampling
-def test_adaptive_sample_one_representative_per_cluster():
-    rng = np.random.default_rng(0)
-    centres = rng.uniform(0, 100, size=(16, 4))
-    blob = np.repeat(np.arange(16), 10)
-    points = centres[blob] + rng.normal(0, 0.1, size=(len(blob), 4))
-    scores = rng.random(len(blob))
-    reps = adaptive_sample(points, scores, seed=0)
-    # 8 -> 16 clusters cuts the loss far more than 2.5x; 16 -> 24 only splits blobs.
-    assert len(reps) == 16 and len(set(reps)) == 16
-    assert sorted(blob[reps]) == list(range(16))  # one per blob
-    for i in reps:
-        assert scores[i] == scores[blob == blob[i]].max()  # the blob's best member
-    assert list(scores[reps]) == sorted(scores[reps], reverse=True)
-    few = adaptive_sample(points[:5], scores[:5], seed=0)  # <= 8 distinct points: each its own cluster
+def blobs(n_blobs=16, per_blob=10, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(0, 100, size=(n_blobs, 4))
+    blob = np.repeat(np.arange(n_blobs), per_blob)
+    return centres[blob] + rng.normal(0, 0.1, size=(len(blob), 4)), blob, rng.random(len(blob))
+
+
+def test_adaptive_k_stops_where_the_loss_stops_dropping_2_5x():
+    from sklearn.cluster import KMeans
+
+    points, blob, _ = blobs()
+    inertia = {k: KMeans(n_clusters=k, n_init=10, random_state=0).fit(points).inertia_ for k in (8, 16, 24)}
+    assert inertia[8] > 2.5 * inertia[16] and inertia[16] < 2.5 * inertia[24]  # the premise
+    labels = adaptive_clusters(points, seed=0)
+    # 8 -> 16 cuts the loss > 2.5x, 16 -> 24 does not: the code keeps the k = 24 clustering it
+    # broke out of its loop on.
+    assert len(np.unique(labels)) == 24
+    assert all(len(np.unique(blob[labels == c])) == 1 for c in np.unique(labels))  # blobs only split
+    assert len(np.unique(adaptive_clusters(points, seed=0, k_max=16))) == 16  # capped by the plan size
+    few = adaptive_clusters(points[:5], seed=0)  # <= 8 distinct points: each its own cluster
     assert sorted(few) == list(range(5))
 
 
-def test_adaptive_plan_is_smaller_and_from_the_plain_plan(task, space, backend):
+def test_adaptive_sample_one_representative_per_cluster():
+    points, blob, scores = blobs()
+    labels = adaptive_clusters(points, seed=0)
+    reps = adaptive_sample(points, scores, seed=0)
+    assert len(reps) == len(np.unique(labels)) == 24
+    assert sorted(labels[reps]) == sorted(np.unique(labels))  # one per cluster
+    for i in reps:
+        assert scores[i] == scores[labels == labels[i]].max()  # the cluster's best member
+    assert list(scores[reps]) == sorted(scores[reps], reverse=True)
+    assert set(blob[reps]) == set(range(16))  # every blob is measured
+
+
+def test_adaptive_plan_measures_one_per_cluster_plus_random_slots(task, space, backend):
     measured = space.sample_unique(np.random.default_rng(1), 16)
     results = backend.measure(task, space, measured)
 
     def first_model_plan(adaptive):
-        agent = RLPPOAgent(plan_size=16, n_init=16, adaptive_sampling=adaptive, **TINY)
+        agent = RLPPOAgent(plan_size=16, n_init=16, eps=0.125, adaptive_sampling=adaptive, **TINY)
         agent.reset(space, task, seed=0)
         agent.observe(measured, results)
-        return agent.propose(16)
+        return agent, agent.propose(16)
 
-    plain, adaptive = first_model_plan(False), first_model_plan(True)
+    _, plain = first_model_plan(False)
+    agent, adaptive = first_model_plan(True)
+    assert RLPPOAgent().adaptive_sampling  # on by default
     assert len(plain) == 16
-    assert 0 < len(adaptive) < len(plain) and len(set(adaptive)) == len(adaptive)
-    assert not set(adaptive) & set(measured)
-    reps = adaptive[:-1]  # the last slot is random (ceil(k * 0.05 / 0.95) = 1)
-    assert set(reps) <= set(plain[:15])  # representatives are among the plain plan's model picks
+    n_reps = len(adaptive) - 2  # round(0.125 * 16) = 2 random slots after the representatives
+    assert 0 < n_reps < 14 and n_reps == agent._n_reps
+    assert len(set(adaptive)) == len(adaptive) and not set(adaptive) & set(measured)
+    reps = adaptive[:n_reps]
+    assert set(reps) <= set(plain[:14])  # representatives are among the plain plan's model picks
+    # ... one per k-means cluster of those picks, each its cluster's best-predicted member
+    picks = plain[:14]
+    scores = agent.score(np.asarray(picks))
+    labels = adaptive_clusters(space.normalized(picks), seed=0, k_max=16)
+    rep_labels = [labels[picks.index(c)] for c in reps]
+    assert sorted(rep_labels) == sorted(set(labels.tolist()))
+    for c, lab in zip(reps, rep_labels):
+        assert scores[picks.index(c)] == scores[labels == lab].max()
+
+
+# ---------------------------------------------------------------------- PPO, online
+def hidden_target_reward(space, target):
+    """1 at ``target``, falling linearly with the L1 index distance to it."""
+    span = (space.dims - 1).sum()
+    return lambda configs: 1.0 - np.abs(np.asarray(configs).reshape(-1, space.n_knobs) - target).sum(axis=1) / span
+
+
+def test_defaults_reach_the_sb3_model(task, space):
+    agent = RLPPOAgent()
+    agent.reset(space, task, seed=0)
+    agent.score = hidden_target_reward(space, np.zeros(space.n_knobs, dtype=np.int64))
+    with _seeded_globals(0):
+        agent.explore(space.sample(agent.rng, 1))
+    ppo = agent.ppo
+    assert (agent.n_starts, agent.max_steps, agent.stuck_fraction) == (128, 500, 0.75)
+    assert ppo.learning_rate == 1e-3 and ppo.policy.optimizer.param_groups[0]["lr"] == 1e-3
+    assert ppo.policy.optimizer.defaults["eps"] == 1e-5
+    assert (ppo.gamma, ppo.gae_lambda, ppo.clip_range(1.0), ppo.vf_coef, ppo.ent_coef) == (0.9, 0.99, 0.2, 1.0, 0.3)
+    assert ppo.max_grad_norm == float("inf") and not ppo.normalize_advantage
+    # the code's 3 "epochs" of minibatch 32: one pass (SB3 n_epochs=1) over 3 x 32 drawn transitions
+    assert (ppo.n_epochs, ppo.batch_size, ppo.rollout_buffer.buffer_size) == (1, 32, 96)
+    assert ppo.observation_space.shape == (space.n_knobs,)  # knob indices only, as in the code
+    net = ppo.policy.mlp_extractor
+    assert [m.out_features for m in net.policy_net if hasattr(m, "out_features")] == [20, 20]
+    assert [m.out_features for m in net.value_net if hasattr(m, "out_features")] == [20, 20, 20]
+
+
+def test_one_update_per_trajectory_with_one_batched_prediction(task, space, monkeypatch):
+    import torch
+    from stable_baselines3 import PPO
+
+    agent = RLPPOAgent(max_steps=30)
+    agent.reset(space, task, seed=0)
+    reward = hidden_target_reward(space, np.array([1, 0, 2, 1, 2, 1]))
+    calls: list[int] = []
+    agent.score = lambda configs: calls.append(len(configs)) or reward(configs)
+    trains: list[tuple[bool, int]] = []
+    train = PPO.train
+
+    def counting_train(ppo):
+        trains.append((ppo.rollout_buffer.full, ppo.rollout_buffer.buffer_size))
+        before = [p.detach().clone() for p in ppo.policy.parameters()]
+        train(ppo)
+        assert any(not torch.equal(a, b) for a, b in zip(before, ppo.policy.parameters()))  # it learned
+
+    lengths: list[int] = []
+    walk_policy = agent.walk_policy
+
+    def recording_walk(env, start):
+        out = walk_policy(env, start)
+        lengths.append(len(out[0]))
+        return out
+
+    monkeypatch.setattr(PPO, "train", counting_train)
+    monkeypatch.setattr(agent, "walk_policy", recording_walk)
+    starts = space.sample_unique(np.random.default_rng(0), 12)
+    with _seeded_globals(0):
+        predicted = agent.explore(starts)
+    assert len(trains) == agent.n_updates == 12 and all(t == (True, 96) for t in trains)  # one per walk
+    # one prediction call for the starts, then one per walk, for the whole trajectory at once
+    assert calls == [12] + lengths and len(lengths) == 12
+    assert set(starts) <= set(predicted)
+
+
+def test_online_ppo_reaches_better_configs_than_a_random_walk(task, space):
+    """Trained online (one update per walk) on a hidden-target reward, the policy's walks
+    reach better configs than uniform random walks from the same starts (same stop rule)."""
+    target = np.array([1, 0, 2, 1, 2, 1])
+    reward = hidden_target_reward(space, target)
+    agent = RLPPOAgent(max_steps=50)
+    agent.reset(space, task, seed=0)
+    agent.score = reward
+    starts = np.asarray(space.sample(np.random.default_rng(100), 64))
+    rng = np.random.default_rng(1)
+
+    def random_walk(start):
+        config, visited = start[None, :], []
+        for _ in range(agent.max_steps):
+            config, _, stop = walk(space, config, rng.integers(0, 3, size=config.shape), agent.stuck_fraction)
+            visited.append(config[0])
+            if stop[0]:
+                break
+        return np.asarray(visited)
+
+    def best_reached(walker):
+        return np.mean([max(reward(s)[0], reward(walker(s)).max()) for s in starts])
+
+    with _seeded_globals(0):
+        agent.explore(space.sample(agent.rng, 256))  # 256 walks, 256 online updates
+        env = agent.walk_env()
+        trained = best_reached(lambda s: agent.walk_policy(env, s)[2])
+    uniform = best_reached(random_walk)
+    assert trained > uniform + 0.05, (trained, uniform)
 
 
 # ---------------------------------------------------------------------- the agent
@@ -223,7 +348,7 @@ def test_rl_ppo_runs_within_budget_and_is_deterministic():
     assert torch.equal(torch.random.get_rng_state(), torch_state)
 
 
-def test_rl_ppo_adaptive_runs_within_budget():
-    result = tune(seed=5, adaptive_sampling=True)
+def test_rl_ppo_without_adaptive_sampling_runs_within_budget():
+    result = tune(seed=5, adaptive_sampling=False)
     configs = [t.config for t in result.trials]
     assert len(configs) == 48 and len(set(configs)) == 48

@@ -25,7 +25,7 @@ FAST = {
     "batch-bo": {"plan_size": 8, "n_init": 8},
     "presample": {"presample_limit": 64, "n_init": 8, "n_valid": 4, "plan_size": 8, "sa_points": 16,
                   "sa_steps": 20, "num_rounds": 20},
-    "rl-ppo": {"plan_size": 8, "n_init": 8, "train_steps": 64, "n_starts": 8},
+    "rl-ppo": {"plan_size": 8, "n_init": 8, "n_starts": 8, "max_steps": 50},
     "ga": {"pop_size": 8, "elite_num": 2},
 }
 

@@ -217,13 +217,21 @@ class TuneEnv(gym.Env):
 
     def decode_action(self, action: Any) -> list[Config]:
         """Validate an action and return its configs (canonical); ValueError names the problem."""
-        arr = np.asarray(action)
+        if isinstance(action, (list, tuple)) and _holds_bool(action):
+            raise SpaceError("action holds a bool; expected integer indices (e.g. np.int64)")
+        try:
+            arr = np.asarray(action)
+        except ValueError as err:  # a ragged nested list
+            raise SpaceError(f"action is not a rectangular array of integer indices ({err})") from None
         if arr.dtype.kind == "f":
             if not np.all(np.isfinite(arr)):
                 bad = np.argwhere(~np.isfinite(arr))[0]
-                flat = int(np.ravel_multi_index(tuple(bad), arr.shape))
-                row, col = divmod(flat, self.space.n_knobs)
-                where = f"row {row}" if self.action_format == "index" else f"row {row}, knob {self.space.names[col]!r}"
+                flat = int(np.ravel_multi_index(tuple(bad), arr.shape)) if arr.ndim else 0
+                if self.action_format == "index":
+                    where = f"row {flat}"
+                else:
+                    row, col = divmod(flat, self.space.n_knobs)
+                    where = f"row {row}, knob {self.space.names[col]!r}"
                 raise SpaceError(f"action contains a non-finite value at {where}")
             raise SpaceError(f"action dtype is {arr.dtype}; expected integer indices (e.g. np.int64)")
         if arr.dtype.kind not in "iu":
@@ -299,3 +307,7 @@ def _check_reward_norm(reward_norm: Any) -> None:
     elif reward_norm not in ("torch", "none"):
         raise ValueError(f"reward_norm must be 'torch', 'none' or a positive number, not {reward_norm!r}")
 
+
+def _holds_bool(items: Any) -> bool:
+    """True when a (nested) list or tuple holds a bool (NumPy would silently make it 0/1)."""
+    return any(isinstance(v, (bool, np.bool_)) or (isinstance(v, (list, tuple)) and _holds_bool(v)) for v in items)

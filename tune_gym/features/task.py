@@ -1,4 +1,8 @@
-"""Task features: a fixed-length, task-independent descriptor of an operator instance."""
+"""Task features: a fixed-length, task-independent descriptor of an operator instance.
+
+Call :func:`task_features` with a task (``tune_gym.tasks.Task`` has no method for it, so the
+task modules never import this package: the dependency goes one way, features -> tasks).
+"""
 
 from __future__ import annotations
 

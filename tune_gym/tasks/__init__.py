@@ -1,11 +1,21 @@
-"""Tasks: operators, targets, versioned URIs and network suites."""
+"""Tasks: operators, targets, versioned URIs and network suites.
 
-from tune_gym.tasks.ops import OPS, OpDef, get_op
+Every task is checked when it is made (:mod:`tune_gym.tasks.task` lists the checks): shape
+parameters and output dimensions up to ``MAX_DIM = 2**16``, at most ``MAX_ELEMENTS = 2**28``
+tensor elements and ``MAX_FLOPS = 2**40`` FLOPs per call, the ops' shape rules
+(:mod:`tune_gym.tasks.ops`), and target options in range (:mod:`tune_gym.tasks.targets`).
+"""
+
+from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS, OPS, OpDef, get_op
 from tune_gym.tasks.suites import SUITES, Suite, SuiteTask, get_suite, task_by_id
-from tune_gym.tasks.targets import TargetSpec, host_cores, host_cpu
+from tune_gym.tasks.targets import MAX_CORES, TargetSpec, host_cores, host_cpu
 from tune_gym.tasks.task import Task
 
 __all__ = [
+    "MAX_CORES",
+    "MAX_DIM",
+    "MAX_ELEMENTS",
+    "MAX_FLOPS",
     "OPS",
     "SUITES",
     "OpDef",

@@ -2,19 +2,68 @@
 
 Each :class:`OpDef` names its shape parameters in a fixed order; that order is part of the
 task URI, so it never changes within an op version (bump ``version`` instead).
+
+Accepted parameters (:meth:`OpDef.check` refuses anything else with a :class:`TaskError` that
+names the parameter, the value and the accepted range):
+
+* every parameter is an integer (not a bool) in ``[1, MAX_DIM]``, except the paddings ``p``
+  and ``op``, which are in ``[0, MAX_DIM]``; ``MAX_DIM = 2**16``;
+* windowed ops (``conv2d_nchw``, ``depthwise_conv2d_nchw``, ``conv1d_ncw``): with the kernel
+  extent ``e = d*(r-1)+1`` (``d = 1`` where the op has no dilation), ``p <= e-1`` (more padding
+  only adds output rows that see padding alone) and every spatial size ``x`` has ``x+2p >= e``
+  (the kernel fits in the padded input, so the output is at least 1);
+* ``conv2d_transpose_nchw``: ``p <= r-1`` (topi pads by ``r-1-p``), ``op <= s-1`` (output
+  padding must be smaller than the stride, as in PyTorch) and the output size
+  ``(x-1)*s + r - 2p + op`` is at least 1;
+* every dimension of the output is in ``[1, MAX_DIM]``;
+* the tensors of one call, inputs, output and the padded / dilated copies topi makes, hold at
+  most ``MAX_ELEMENTS = 2**28`` elements together (1 GiB in float32, so every kernel fits in
+  memory and every flat index fits in int32);
+* one call costs at most ``MAX_FLOPS = 2**40`` (about 1.1e12) floating point operations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tune_gym.errors import TaskError
+from tune_gym.tasks._checks import show
 
-__all__ = ["OPS", "OpDef", "get_op"]
+__all__ = ["MAX_DIM", "MAX_ELEMENTS", "MAX_FLOPS", "OPS", "Bound", "OpDef", "get_op"]
+
+#: Largest accepted value of any shape parameter and of any output dimension.
+MAX_DIM = 2**16
+#: Largest total element count of one call's tensors (inputs, output, padded copies).
+MAX_ELEMENTS = 2**28
+#: Largest FLOP count of one call.
+MAX_FLOPS = 2**40
 
 Params = dict[str, int]
+Shape = tuple[int, ...]
+#: Parameters that may be 0 (paddings); every other parameter is at least 1.
+_ZERO_OK = ("p", "op")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A constraint on one parameter given the others: ``lo <= params[param] <= hi``.
+
+    Attributes:
+        param: the parameter the message names.
+        lo: smallest accepted value.
+        hi: largest accepted value (may be below ``lo``: then no value fits, and the message
+            says which other parameters to change).
+        why: the rule, in words, for the error message.
+    """
+
+    param: str
+    lo: int
+    hi: int
+    why: str
 
 
 @dataclass(frozen=True)
@@ -25,12 +74,18 @@ class OpDef:
         name: URI name of the op (``conv2d_nchw``).
         version: bumped whenever the compute or the parameter meaning changes.
         params: parameter names in URI order.
-        defaults: values a URI may omit.
         build: ``(params, dtype) -> [input tensors..., output tensor]`` (TE tensors).
         flops: number of floating point operations of one call (multiply-add = 2).
         input_shapes: shapes of the inputs, in the order of ``build``'s inputs.
         torch_fn: ``(torch module, params, inputs) -> output``, the vendor-library twin.
         doc: one line for ``tune-gym tasks``.
+        defaults: values a URI may omit.
+        output_shape: shape of the output (no TVM needed).
+        scratch_shapes: shapes of the intermediate tensors ``build`` makes (padded or
+            dilated copies of the input), counted against :data:`MAX_ELEMENTS`.
+        bounds: the op's cross-parameter rules as :class:`Bound` s, computed from parameters
+            that passed the per-parameter ranges and checked in order (the first one that
+            fails is reported, so a later bound may assume the earlier ones hold).
     """
 
     name: str
@@ -38,19 +93,28 @@ class OpDef:
     params: tuple[str, ...]
     build: Callable[[Params, str], list[Any]]
     flops: Callable[[Params], int]
-    input_shapes: Callable[[Params], list[tuple[int, ...]]]
+    input_shapes: Callable[[Params], list[Shape]]
     torch_fn: Callable[[Any, Params, list[Any]], Any]
     doc: str
     defaults: dict[str, int] = field(default_factory=dict)
+    output_shape: Callable[[Params], Shape] = field(kw_only=True)
+    scratch_shapes: Callable[[Params], list[Shape]] = field(default=lambda q: [], kw_only=True)
+    bounds: Callable[[Params], list[Bound]] = field(default=lambda q: [], kw_only=True)
 
-    def check(self, params: Params) -> Params:
-        """Fill defaults and validate, returning params in canonical order."""
-        unknown = set(params) - set(self.params)
+    def check(self, params: Mapping[str, Any]) -> Params:
+        """Fill defaults and validate, returning params in canonical order.
+
+        Raises:
+            TaskError: a parameter is unknown, missing, not an int, or out of its range (see
+                the module docstring); the message names it and the accepted range.
+        """
+        unknown = [name for name in params if name not in self.params]
         if unknown:
             raise TaskError(
-                f"{self.name}: unknown parameter(s) {sorted(unknown)}; expected {list(self.params)}"
+                f"{self.name}: unknown parameter(s) {', '.join(show(u) for u in unknown)}; "
+                f"expected {list(self.params)}"
             )
-        out = {}
+        out: Params = {}
         for p in self.params:
             if p in params:
                 v = params[p]
@@ -58,22 +122,77 @@ class OpDef:
                 v = self.defaults[p]
             else:
                 raise TaskError(f"{self.name}: missing parameter {p!r}; expected {list(self.params)}")
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TaskError(f"{self.name}: parameter {p!r} must be an int, got {v!r}")
-            lo = 0 if p in ("p", "op") else 1
-            if v < lo:
-                raise TaskError(f"{self.name}: parameter {p!r}={v} must be >= {lo}")
-            out[p] = v
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TaskError(f"{self.name}: parameter {p!r} must be an int, got {type(v).__name__} {show(v)}")
+            lo = 0 if p in _ZERO_OK else 1
+            kind = "padding" if lo == 0 else "shape parameter"
+            self._require(Bound(p, lo, MAX_DIM, f"the range of every {kind}; MAX_DIM = 2**16"), int(v))
+            out[p] = int(v)
+        for bound in self.bounds(out):
+            self._require(bound, out[bound.param])
+        shape = self.output_shape(out)
+        if not all(1 <= x <= MAX_DIM for x in shape):  # the bounds rule this out; a last guard
+            raise TaskError(f"{self.name} {_fmt(out)}: output shape {shape} leaves [1, {MAX_DIM}]")
+        elements = sum(math.prod(s) for s in [*self.input_shapes(out), shape, *self.scratch_shapes(out)])
+        if elements > MAX_ELEMENTS:
+            raise TaskError(
+                f"{self.name} {_fmt(out)}: its tensors (inputs, output, padded copies) hold {elements} "
+                f"elements; accepted: at most MAX_ELEMENTS = 2**28 = {MAX_ELEMENTS} (make it smaller)"
+            )
+        flops = self.flops(out)
+        if flops > MAX_FLOPS:
+            raise TaskError(
+                f"{self.name} {_fmt(out)}: one call costs {flops:.3g} FLOPs; accepted: at most "
+                f"MAX_FLOPS = 2**40 = {MAX_FLOPS:.3g} (make it smaller)"
+            )
         return out
+
+    def _require(self, bound: Bound, value: int) -> None:
+        if bound.lo <= value <= bound.hi:
+            return
+        accepted = f"[{bound.lo}, {bound.hi}]" if bound.lo <= bound.hi else "none (change the other parameters)"
+        raise TaskError(
+            f"{self.name}: parameter {bound.param!r}={show(value)} out of range; accepted: {accepted} "
+            f"({bound.why})"
+        )
+
+
+def _fmt(q: Params) -> str:
+    return "_".join(f"{k}{v}" for k, v in q.items())
 
 
 def _out(size: int, r: int, s: int, p: int, d: int = 1) -> int:
     return (size + 2 * p - d * (r - 1) - 1) // s + 1
 
 
+def _window_bounds(q: Params, sizes: tuple[str, ...], dilated: bool = False) -> list[Bound]:
+    """Padding below the kernel extent; kernel inside the padded input; output <= MAX_DIM."""
+    d = q["d"] if dilated else 1
+    e = d * (q["r"] - 1) + 1
+    extent = f"d*(r-1)+1 = {e}" if dilated else f"r = {e}"
+    p, s = q["p"], q["s"]
+    out = [Bound("p", 0, e - 1, f"padding must be below the kernel extent {extent}; more only adds "
+                                "output rows that see padding alone")]
+    for x in sizes:
+        hi = min(MAX_DIM, MAX_DIM * s - 1 - 2 * p + e)  # keeps (x+2p-e)//s+1 <= MAX_DIM
+        out.append(Bound(x, max(1, e - 2 * p), hi,
+                         f"the kernel extent {extent} must fit in the padded input {x}+2p, and the "
+                         f"output ({x}+2p-{e})//s+1 must be at most {MAX_DIM}"))
+    return out
+
+
 # ---------------------------------------------------------------------------- conv2d_nchw
-def _conv2d_inputs(q: Params) -> list[tuple[int, ...]]:
+def _conv2d_inputs(q: Params) -> list[Shape]:
     return [(q["n"], q["c"], q["h"], q["w"]), (q["k"], q["c"], q["r"], q["r"])]
+
+
+def _conv2d_output(q: Params) -> Shape:
+    return (q["n"], q["k"], _out(q["h"], q["r"], q["s"], q["p"], q["d"]), _out(q["w"], q["r"], q["s"], q["p"], q["d"]))
+
+
+def _padded(q: Params, sizes: tuple[str, ...]) -> list[Shape]:
+    """topi's zero-padded copy of the input (made only when ``p > 0``)."""
+    return [(q["n"], q["c"], *(q[x] + 2 * q["p"] for x in sizes))] if q["p"] else []
 
 
 def _conv2d_build(q: Params, dtype: str) -> list[Any]:
@@ -86,7 +205,7 @@ def _conv2d_build(q: Params, dtype: str) -> list[Any]:
 
 
 def _conv2d_flops(q: Params) -> int:
-    oh, ow = _out(q["h"], q["r"], q["s"], q["p"], q["d"]), _out(q["w"], q["r"], q["s"], q["p"], q["d"])
+    _, _, oh, ow = _conv2d_output(q)
     return 2 * q["n"] * q["k"] * oh * ow * q["c"] * q["r"] * q["r"]
 
 
@@ -95,8 +214,17 @@ def _conv2d_torch(torch: Any, q: Params, x: list[Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------- depthwise
-def _dw_inputs(q: Params) -> list[tuple[int, ...]]:
+def _dw_inputs(q: Params) -> list[Shape]:
     return [(q["n"], q["c"], q["h"], q["w"]), (q["c"], q["m"], q["r"], q["r"])]
+
+
+def _dw_output(q: Params) -> Shape:
+    return (q["n"], q["c"] * q["m"], _out(q["h"], q["r"], q["s"], q["p"]), _out(q["w"], q["r"], q["s"], q["p"]))
+
+
+def _dw_bounds(q: Params) -> list[Bound]:
+    channels = Bound("m", 1, MAX_DIM // q["c"], f"the output channels c*m must be at most {MAX_DIM}")
+    return [channels, *_window_bounds(q, ("h", "w"))]
 
 
 def _dw_build(q: Params, dtype: str) -> list[Any]:
@@ -110,7 +238,7 @@ def _dw_build(q: Params, dtype: str) -> list[Any]:
 
 
 def _dw_flops(q: Params) -> int:
-    oh, ow = _out(q["h"], q["r"], q["s"], q["p"]), _out(q["w"], q["r"], q["s"], q["p"])
+    _, _, oh, ow = _dw_output(q)
     return 2 * q["n"] * q["c"] * q["m"] * oh * ow * q["r"] * q["r"]
 
 
@@ -120,9 +248,38 @@ def _dw_torch(torch: Any, q: Params, x: list[Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------- conv2d_transpose
-def _tconv_inputs(q: Params) -> list[tuple[int, ...]]:
+def _tconv_inputs(q: Params) -> list[Shape]:
     # topi's conv2d_transpose_nchw takes the kernel as (in_channels, out_channels, r, r).
     return [(q["n"], q["c"], q["h"], q["w"]), (q["c"], q["k"], q["r"], q["r"])]
+
+
+def _tconv_size(x: int, q: Params) -> int:
+    return (x - 1) * q["s"] + q["r"] - 2 * q["p"] + q["op"]
+
+
+def _tconv_output(q: Params) -> Shape:
+    return (q["n"], q["k"], _tconv_size(q["h"], q), _tconv_size(q["w"], q))
+
+
+def _tconv_scratch(q: Params) -> list[Shape]:
+    # topi dilates the input by s, pads it by r-1-p (+op at the end), and flips the kernel.
+    n, c, k, r, s = q["n"], q["c"], q["k"], q["r"], q["s"]
+    _, _, oh, ow = _tconv_output(q)
+    return [(n, c, (q["h"] - 1) * s + 1, (q["w"] - 1) * s + 1), (n, c, oh + r - 1, ow + r - 1), (k, c, r, r)]
+
+
+def _tconv_bounds(q: Params) -> list[Bound]:
+    r, s, p, op = q["r"], q["s"], q["p"], q["op"]
+    out = [
+        Bound("p", 0, r - 1, "topi pads the input by r-1-p, so p must be below the kernel size r"),
+        Bound("op", 0, s - 1, "the output padding must be smaller than the stride s"),
+        Bound("p", 0, ((min(q["h"], q["w"]) - 1) * s + r + op - 1) // 2,
+              "the output size (x-1)*s + r - 2p + op must be at least 1 for x = h, w"),
+    ]
+    for x in ("h", "w"):
+        out.append(Bound(x, 1, (MAX_DIM - r + 2 * p - op) // s + 1,
+                         f"the output size ({x}-1)*s + r - 2p + op must be at most {MAX_DIM}"))
+    return out
 
 
 def _tconv_build(q: Params, dtype: str) -> list[Any]:
@@ -149,8 +306,12 @@ def _tconv_torch(torch: Any, q: Params, x: list[Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------- conv1d_ncw
-def _c1_inputs(q: Params) -> list[tuple[int, ...]]:
+def _c1_inputs(q: Params) -> list[Shape]:
     return [(q["n"], q["c"], q["w"]), (q["k"], q["c"], q["r"])]
+
+
+def _c1_output(q: Params) -> Shape:
+    return (q["n"], q["k"], _out(q["w"], q["r"], q["s"], q["p"]))
 
 
 def _c1_build(q: Params, dtype: str) -> list[Any]:
@@ -164,7 +325,7 @@ def _c1_build(q: Params, dtype: str) -> list[Any]:
 
 
 def _c1_flops(q: Params) -> int:
-    return 2 * q["n"] * q["k"] * _out(q["w"], q["r"], q["s"], q["p"]) * q["c"] * q["r"]
+    return 2 * q["n"] * q["k"] * _c1_output(q)[2] * q["c"] * q["r"]
 
 
 def _c1_torch(torch: Any, q: Params, x: list[Any]) -> Any:
@@ -172,7 +333,7 @@ def _c1_torch(torch: Any, q: Params, x: list[Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------- dense
-def _dense_inputs(q: Params) -> list[tuple[int, ...]]:
+def _dense_inputs(q: Params) -> list[Shape]:
     return [(q["m"], q["k"]), (q["n"], q["k"])]
 
 
@@ -190,7 +351,7 @@ def _dense_torch(torch: Any, q: Params, x: list[Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------- batch_matmul
-def _bmm_inputs(q: Params) -> list[tuple[int, ...]]:
+def _bmm_inputs(q: Params) -> list[Shape]:
     return [(q["b"], q["m"], q["k"]), (q["b"], q["n"], q["k"])]
 
 
@@ -215,34 +376,42 @@ OPS: dict[str, OpDef] = {
             _conv2d_build, _conv2d_flops, _conv2d_inputs, _conv2d_torch,
             "2-D convolution, NCHW, square kernel r, stride s, padding p, dilation d",
             defaults={"n": 1, "s": 1, "p": 0, "d": 1},
+            output_shape=_conv2d_output, scratch_shapes=lambda q: _padded(q, ("h", "w")),
+            bounds=lambda q: _window_bounds(q, ("h", "w"), dilated=True),
         ),
         OpDef(
             "depthwise_conv2d_nchw", 1, ("n", "c", "h", "w", "m", "r", "s", "p"),
             _dw_build, _dw_flops, _dw_inputs, _dw_torch,
             "depthwise 2-D convolution, NCHW, channel multiplier m",
             defaults={"n": 1, "m": 1, "s": 1, "p": 0},
+            output_shape=_dw_output, scratch_shapes=lambda q: _padded(q, ("h", "w")), bounds=_dw_bounds,
         ),
         OpDef(
             "conv2d_transpose_nchw", 1, ("n", "c", "h", "w", "k", "r", "s", "p", "op"),
             _tconv_build, _tconv_flops, _tconv_inputs, _tconv_torch,
             "transposed 2-D convolution, NCHW, output padding op",
             defaults={"n": 1, "s": 1, "p": 0, "op": 0},
+            output_shape=_tconv_output, scratch_shapes=_tconv_scratch, bounds=_tconv_bounds,
         ),
         OpDef(
             "conv1d_ncw", 1, ("n", "c", "w", "k", "r", "s", "p"),
             _c1_build, _c1_flops, _c1_inputs, _c1_torch,
             "1-D convolution, NCW",
             defaults={"n": 1, "s": 1, "p": 0},
+            output_shape=_c1_output, scratch_shapes=lambda q: _padded(q, ("w",)),
+            bounds=lambda q: _window_bounds(q, ("w",)),
         ),
         OpDef(
             "dense", 1, ("m", "n", "k"),
             _dense_build, lambda q: 2 * q["m"] * q["n"] * q["k"], _dense_inputs, _dense_torch,
             "matmul Y[m,n] = X[m,k] . W[n,k]^T (a fully connected layer)",
+            output_shape=lambda q: (q["m"], q["n"]),
         ),
         OpDef(
             "batch_matmul", 1, ("b", "m", "n", "k"),
             _bmm_build, lambda q: 2 * q["b"] * q["m"] * q["n"] * q["k"], _bmm_inputs, _bmm_torch,
             "batched matmul Y[b,m,n] = A[b,m,k] . B[b,n,k]^T",
+            output_shape=lambda q: (q["b"], q["m"], q["n"]),
         ),
     ]
 }
@@ -250,7 +419,7 @@ OPS: dict[str, OpDef] = {
 
 def get_op(name: str) -> OpDef:
     """Look up an op by URI name, with the known names in the error."""
-    try:
-        return OPS[name]
-    except KeyError:
-        raise TaskError(f"unknown op {name!r}; known ops: {', '.join(sorted(OPS))}") from None
+    op = OPS.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise TaskError(f"unknown op {show(name)}; known ops: {', '.join(sorted(OPS))}")
+    return op

@@ -5,7 +5,10 @@ inputs, float32; BERT-base at sequence length 128). Layers with identical shapes
 task; its ``weight`` is how many times that task occurs in one forward pass, so a network's
 latency is ``sum(weight * task latency)`` over its tasks (plus untuned glue ops).
 
-Task ids are ``<suite>:<index>`` (``resnet18:3``), indices in the order listed here.
+Task ids are ``<suite>:<index>`` (``resnet18:3``), indices in the order listed here, with an
+optional target as in a URI after ``@`` (``resnet18:3@cuda``, ``resnet18:3@llvm&cores=4``).
+Importing this module registers :func:`task_by_id` with :func:`Task.parse
+<tune_gym.tasks.task.Task.parse>` (see :func:`tune_gym.tasks.task.register_id_resolver`).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tune_gym.errors import TaskError
+from tune_gym.tasks._checks import show
 from tune_gym.tasks.targets import TargetSpec
-from tune_gym.tasks.task import Task
+from tune_gym.tasks.task import Task, register_id_resolver
 
 __all__ = ["SUITES", "Suite", "SuiteTask", "get_suite", "task_by_id"]
 
@@ -36,14 +40,14 @@ class Suite:
     tasks: tuple[SuiteTask, ...]
 
     def __getitem__(self, index: int) -> SuiteTask:
-        if not 0 <= index < len(self.tasks):
-            raise TaskError(f"suite {self.name} has tasks 0..{len(self.tasks) - 1}, not {index}")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
+            raise TaskError(f"suite {self.name} has tasks 0..{len(self.tasks) - 1}, not {show(index)}")
         return self.tasks[index]
 
     def __len__(self) -> int:
         return len(self.tasks)
 
-    def with_target(self, target: str) -> Suite:
+    def with_target(self, target: str | TargetSpec) -> Suite:
         return Suite(self.name, self.description,
                      tuple(SuiteTask(t.task.with_target(target), t.weight) for t in self.tasks))
 
@@ -139,19 +143,23 @@ _DEFS = {
 }
 
 
-def _build(name: str, target: str) -> Suite:
+def _build(name: str, target: str | TargetSpec) -> Suite:
     description, layers_fn = _DEFS[name]
     counts = Counter(layers_fn())  # insertion order = first occurrence in the network
-    spec = TargetSpec(target)
+    spec = TargetSpec.coerce(target)
     tasks = tuple(SuiteTask(Task(op, params, "float32", spec), weight) for (op, params), weight in counts.items())
     return Suite(name, description, tasks)
 
 
+def get_suite(name: str, target: str | TargetSpec = "llvm") -> Suite:
+    """A suite by name (``resnet18``), its tasks on ``target`` (a spec, or a str as in a URI)."""
+    if not isinstance(name, str) or name not in _DEFS:
+        raise TaskError(f"unknown suite {show(name)}; known suites: {', '.join(_DEFS)}")
+    return _get_suite(name, TargetSpec.coerce(target))
+
+
 @functools.cache
-def get_suite(name: str, target: str = "llvm") -> Suite:
-    """A suite by name (``resnet18``), its tasks on ``target``."""
-    if name not in _DEFS:
-        raise TaskError(f"unknown suite {name!r}; known suites: {', '.join(_DEFS)}")
+def _get_suite(name: str, target: TargetSpec) -> Suite:
     return _build(name, target)
 
 
@@ -161,14 +169,22 @@ SUITES: dict[str, Suite] = {name: get_suite(name) for name in _DEFS}
 
 def task_by_id(task_id: str) -> Task:
     """Resolve ``suite:index`` (optionally ``suite:index@cuda``) to a Task."""
-    text, _, target = task_id.partition("@")
+    if not isinstance(task_id, str):
+        raise TaskError(f"a task id is a str such as resnet18:1, got {type(task_id).__name__} {show(task_id)}")
+    text, _, target = task_id.strip().partition("@")
     name, sep, index = text.partition(":")
-    if not sep or not index.isdigit():
+    if not sep or not (index.isascii() and index.isdecimal()):
         raise TaskError(
-            f"unknown task {task_id!r}: give a URI (op://...) or <suite>:<index> such as resnet18:1; "
+            f"unknown task {show(task_id)}: give a URI (op://...) or <suite>:<index> such as resnet18:1; "
             f"suites: {', '.join(_DEFS)} (list them with `tune-gym tasks`)"
         )
     if name not in _DEFS:
-        raise TaskError(f"unknown task {task_id!r}: no suite {name!r}; suites: {', '.join(_DEFS)} "
+        raise TaskError(f"unknown task {show(task_id)}: no suite {show(name)}; suites: {', '.join(_DEFS)} "
                         "(list them with `tune-gym tasks`)")
-    return get_suite(name, target or "llvm")[int(index)].task
+    suite = get_suite(name, target or "llvm")
+    if len(index) > 9:
+        raise TaskError(f"suite {name} has tasks 0..{len(suite) - 1}, not {index[:12]}...")
+    return suite[int(index)].task
+
+
+register_id_resolver(task_by_id)

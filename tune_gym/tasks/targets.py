@@ -5,18 +5,43 @@
 gives 5-10x slower kernels) and the core count from the OS. Both can be overridden, either in
 the task URI (``?target=llvm&mcpu=skylake-avx512&cores=4``) or by the environment variables
 ``TUNE_GYM_MCPU`` / ``TUNE_GYM_CORES``.
+
+Target options, each at most once (anything else raises :class:`TaskError` naming the option,
+the value and what is accepted):
+
+============================== ====== ==========================================================
+option                         kind   accepted values
+============================== ====== ==========================================================
+``mcpu``                       llvm   a CPU name LLVM knows (``llc -mcpu=help``) for the host's
+                                      triple or for x86_64, aarch64, arm, riscv64 or ppc64le (so
+                                      a URI written on another machine still parses; a CPU of
+                                      another architecture cannot be built for here); not
+                                      ``native`` (leave ``mcpu`` out to get the host CPU)
+``cores``                      llvm   an integer in ``[1, MAX_CORES]``, ``MAX_CORES = 1024``
+``arch``                       cuda   ``sm_<major><minor>`` with an optional ``a``/``f`` suffix,
+                                      major in ``[3, 12]`` (``sm_75``, ``sm_90a``, ``sm_120``)
+``max_threads_per_block``      cuda   an integer in ``[1, 4096]``
+``max_shared_memory_per_block`` cuda  an integer number of bytes in ``[1, 2**20]``
+============================== ====== ==========================================================
+
+Integers are written in decimal digits (no sign, at most 9 digits) and stored canonically
+(``cores=04`` becomes ``cores=4``).
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tune_gym.errors import TaskError
+from tune_gym.tasks._checks import fields, pairs, show
 
-__all__ = ["CUDA_DEFAULTS", "TargetSpec", "host_cores", "host_cpu"]
+__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "TargetSpec", "host_cores", "host_cpu"]
 
 #: Device limits used for CUDA validity checking when no GPU is present (an sm_75 class GPU).
 CUDA_DEFAULTS: dict[str, Any] = {
@@ -26,16 +51,88 @@ CUDA_DEFAULTS: dict[str, Any] = {
     "thread_warp_size": 32,
 }
 
+#: Largest accepted ``cores`` option (and ``TUNE_GYM_CORES``).
+MAX_CORES = 1024
+#: Integer-valued options and their accepted ranges.
+INT_OPTIONS: dict[str, tuple[int, int]] = {
+    "cores": (1, MAX_CORES),
+    "max_threads_per_block": (1, 4096),
+    "max_shared_memory_per_block": (1, 2**20),
+}
+
 _KINDS = ("llvm", "cuda")
 _LLVM_OPTIONS = ("mcpu", "cores")
 _CUDA_OPTIONS = ("arch", "max_threads_per_block", "max_shared_memory_per_block")
+_INT = re.compile(r"[0-9]{1,9}", re.ASCII)
+_CPU = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}", re.ASCII)
+_ARCH = re.compile(r"sm_([0-9]{2,3})[af]?", re.ASCII)
+#: Triples besides the host's whose CPU names ``mcpu`` accepts.
+_TRIPLES = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "armv7-unknown-linux-gnueabihf",
+            "riscv64-unknown-linux-gnu", "powerpc64le-unknown-linux-gnu")
+
+
+@functools.cache
+def _llvm_knows_cpu(name: str) -> bool:
+    from tvm.target import codegen
+
+    triples = (str(codegen.llvm_get_system_triple()), *_TRIPLES)
+    return any(bool(codegen.llvm_is_valid_cpu(name, triple)) for triple in triples)
+
+
+def _cpu_suggestions(name: str) -> str:
+    """A few host CPU names close to ``name`` (for error messages)."""
+    try:
+        from tvm.target import Target, codegen
+
+        target = Target("llvm")
+        with target:
+            names = [str(x) for x in codegen.llvm_get_cpu_archlist(target)]
+    except Exception:  # pragma: no cover - only makes the message shorter
+        return ""
+    close = difflib.get_close_matches(name, names, n=4) or names[:4]
+    return f"; e.g. {', '.join(close)}" if close else ""
+
+
+def _check_mcpu(value: str, where: str) -> str:
+    if value == "native":
+        raise TaskError(f"{where}='native' is not resolved by TVM (it becomes 'generic'); "
+                        "leave mcpu out to get the host CPU")
+    if not _CPU.fullmatch(value) or not _llvm_knows_cpu(value):
+        raise TaskError(f"{where}={show(value)} is not a CPU name LLVM knows; accepted: a name from "
+                        f"`llc -mcpu=help`{_cpu_suggestions(value)}")
+    return value
+
+
+def _check_int(value: str, where: str, lo: int, hi: int) -> str:
+    if not _INT.fullmatch(value) or not lo <= int(value) <= hi:
+        raise TaskError(f"{where}={show(value)} out of range; accepted: an integer in [{lo}, {hi}]")
+    return str(int(value))
+
+
+def _check_arch(value: str, where: str) -> str:
+    m = _ARCH.fullmatch(value)
+    if not m or not 3 <= int(m[1][:-1]) <= 12:
+        raise TaskError(f"{where}={show(value)} is not a CUDA arch; accepted: sm_<major><minor> with an "
+                        "optional a/f suffix, major in [3, 12] (e.g. sm_75, sm_80, sm_90a)")
+    return value
+
+
+def _check_option(kind: str, key: str, value: str) -> str:
+    """Validate one option; return its canonical string."""
+    where = f"target {kind}: option {key!r}"
+    if key == "mcpu":
+        return _check_mcpu(value, where)
+    if key == "arch":
+        return _check_arch(value, where)
+    lo, hi = INT_OPTIONS[key]
+    return _check_int(value, where, lo, hi)
 
 
 @functools.cache
 def host_cpu() -> str:
     """The host CPU name as LLVM knows it (``znver3``, ``skylake-avx512``, ...)."""
     if os.environ.get("TUNE_GYM_MCPU"):
-        return os.environ["TUNE_GYM_MCPU"]
+        return _check_mcpu(os.environ["TUNE_GYM_MCPU"], "environment variable TUNE_GYM_MCPU")
     from tvm.target import codegen
 
     return str(codegen.llvm_get_system_cpu())
@@ -45,7 +142,7 @@ def host_cpu() -> str:
 def host_cores() -> int:
     """Physical cores available to this process (``TUNE_GYM_CORES`` overrides)."""
     if os.environ.get("TUNE_GYM_CORES"):
-        return int(os.environ["TUNE_GYM_CORES"])
+        return int(_check_int(os.environ["TUNE_GYM_CORES"], "environment variable TUNE_GYM_CORES", 1, MAX_CORES))
     try:
         import psutil
 
@@ -60,26 +157,56 @@ class TargetSpec:
     """A target as it appears in a task URI: a kind plus explicit overrides.
 
     Options left out are resolved on the machine that builds (see :meth:`resolved`), so a URI
-    written as ``target=llvm`` means "the host CPU" wherever it is used.
+    written as ``target=llvm`` means "the host CPU" wherever it is used. The constructor
+    validates the options (see the module docstring) and stores them sorted and canonical.
+
+    Attributes:
+        kind: ``llvm`` or ``cuda``.
+        options: ``(name, value)`` pairs; values are strings (ints are accepted and converted).
     """
 
     kind: str = "llvm"
     options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise TaskError(f"unknown target kind {self.kind!r}; known: {', '.join(_KINDS)}")
+        if not isinstance(self.kind, str) or self.kind not in _KINDS:
+            raise TaskError(f"unknown target kind {show(self.kind)}; known: {', '.join(_KINDS)}")
         allowed = _LLVM_OPTIONS if self.kind == "llvm" else _CUDA_OPTIONS
-        for key, _ in self.options:
-            if key not in allowed:
+        seen: dict[str, str] = {}
+        for pair in pairs(self.options, f"target {self.kind}: options"):
+            key, value = pair
+            if not isinstance(key, str) or key not in allowed:
                 raise TaskError(
-                    f"target {self.kind}: unknown option {key!r}; allowed: {', '.join(allowed)}"
+                    f"target {self.kind}: unknown option {show(key)}; allowed: {', '.join(allowed)}"
                 )
-        object.__setattr__(self, "options", tuple(sorted(self.options)))
+            if key in seen:
+                raise TaskError(f"target {self.kind}: option {key!r} given twice; give each option once")
+            if isinstance(value, int) and not isinstance(value, bool) and key in INT_OPTIONS:
+                value = str(value)
+            if not isinstance(value, str):
+                raise TaskError(f"target {self.kind}: option {key!r} must be a str, got "
+                                f"{type(value).__name__} {show(value)}")
+            seen[key] = _check_option(self.kind, key, value)
+        object.__setattr__(self, "options", tuple(sorted(seen.items())))
 
     @classmethod
-    def parse(cls, kind: str, options: dict[str, str] | None = None) -> TargetSpec:
-        return cls(kind, tuple((k, str(v)) for k, v in (options or {}).items()))
+    def parse(cls, kind: str, options: Mapping[str, str | int] | None = None) -> TargetSpec:
+        """A spec from a kind and an option mapping (values as in a URI query)."""
+        return cls(kind, tuple((options or {}).items()))  # type: ignore[arg-type]
+
+    @classmethod
+    def from_str(cls, text: str) -> TargetSpec:
+        """Inverse of ``str(spec)``: ``"llvm"``, ``"llvm&mcpu=znver3&cores=4"``, ``"cuda&arch=sm_80"``."""
+        if not isinstance(text, str):
+            raise TaskError(f"a target must be a str such as 'llvm' or a TargetSpec, got "
+                            f"{type(text).__name__} {show(text)}")
+        kind, _, rest = text.partition("&")
+        return cls(kind, tuple(fields(rest, f"target {show(text)}").items()))
+
+    @classmethod
+    def coerce(cls, target: str | TargetSpec) -> TargetSpec:
+        """``target`` itself if it is a spec, else :meth:`from_str` of it."""
+        return target if isinstance(target, TargetSpec) else cls.from_str(target)
 
     @property
     def option_dict(self) -> dict[str, str]:
@@ -89,11 +216,8 @@ class TargetSpec:
         """The full option dict TVM's ``Target`` takes, with host detection applied."""
         opts = self.option_dict
         if self.kind == "llvm":
-            try:
-                cores = int(opts.get("cores", host_cores()))
-            except ValueError:
-                raise TaskError(f"target option cores={opts['cores']!r} is not an integer") from None
-            return {"kind": "llvm", "mcpu": opts.get("mcpu", host_cpu()), "num-cores": cores}
+            cores = int(opts["cores"]) if "cores" in opts else host_cores()
+            return {"kind": "llvm", "mcpu": opts.get("mcpu") or host_cpu(), "num-cores": cores}
         out: dict[str, Any] = {"kind": "cuda", **CUDA_DEFAULTS}
         for key in _CUDA_OPTIONS:
             if key in opts:
@@ -112,3 +236,4 @@ class TargetSpec:
 
     def __str__(self) -> str:
         return self.kind + "".join(f"&{k}={v}" for k, v in self.options)
+

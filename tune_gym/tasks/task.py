@@ -8,35 +8,79 @@ e.g. ``op://conv2d_nchw-v1/n1_c64_h56_w56_k64_r3_s1_p1_d1?target=llvm``. Paramet
 the op's fixed order; ``dtype`` is omitted when it is ``float32``. Parsing accepts omitted
 parameters that have defaults and any parameter order, and ``str(Task.from_uri(u))`` is the
 canonical form.
+
+Input is checked at the door: :meth:`Task.from_uri`, :meth:`Task.parse`, :meth:`Task.make`
+and ``Task(...)`` raise :class:`~tune_gym.errors.TaskError` (a ``ValueError``) naming the
+part, the bad value and what is accepted, for
+
+* a non-``str`` URI, one longer than ``MAX_URI_LENGTH = 4096`` characters, or one that does
+  not match the grammar (ASCII only, no percent-encoding);
+* an unknown op or op version;
+* a parameter that is unknown to the op, given twice (``c64_c32``), missing without a
+  default, not an integer, or out of range: every parameter is in ``[1, 2**16]`` (paddings
+  in ``[0, 2**16]``), the op's shape rules hold (the kernel fits in the padded input, no
+  padding beyond the kernel extent, output padding below the stride, output size in
+  ``[1, 2**16]``), one call's tensors hold at most ``2**28`` elements and cost at most
+  ``2**40`` FLOPs (:mod:`tune_gym.tasks.ops` lists the rules);
+* a query field that is malformed or given twice;
+* a dtype other than :data:`DTYPES`;
+* an unknown target kind or option, or an option value out of range
+  (:mod:`tune_gym.tasks.targets` lists them).
+
+So every task that exists builds its TE tensors. :meth:`Task.parse` also takes suite task ids
+(``resnet18:1``); it resolves them through the resolver that :mod:`tune_gym.tasks.suites`
+registers with :func:`register_id_resolver` when it is imported (importing any
+``tune_gym.tasks`` module imports it first), so this module never imports the suites.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 from tune_gym.errors import TaskError
-from tune_gym.tasks.ops import OpDef, get_op
+from tune_gym.tasks._checks import fields, pairs, show
+from tune_gym.tasks.ops import MAX_DIM, OpDef, get_op
 from tune_gym.tasks.targets import TargetSpec
 
-__all__ = ["DTYPES", "Task"]
+__all__ = ["DTYPES", "MAX_URI_LENGTH", "Task", "register_id_resolver"]
 
 DTYPES = ("float32", "float16", "float64")
-_URI = re.compile(r"^op://(?P<op>[a-z0-9_]+)-v(?P<ver>\d+)/(?P<params>[a-z0-9_]*)(\?(?P<query>.*))?$")
-_PARAM = re.compile(r"^([a-z]+)(\d+)$")
+#: Longest accepted task URI (after stripping surrounding whitespace).
+MAX_URI_LENGTH = 4096
+_URI = re.compile(
+    r"op://(?P<op>[a-z0-9_]+)-v(?P<ver>[0-9]+)/(?P<params>[a-z0-9_]*)(?:\?(?P<query>.*))?", re.ASCII | re.DOTALL
+)
+_PARAM = re.compile(r"([a-z]+)([0-9]+)", re.ASCII)
+
+_id_resolver: Callable[[str], Task] | None = None
+
+
+def register_id_resolver(resolver: Callable[[str], Task]) -> None:
+    """Make :meth:`Task.parse` resolve text that is not a URI with ``resolver``.
+
+    :mod:`tune_gym.tasks.suites` registers its ``task_by_id`` here when imported; the resolver
+    raises :class:`TaskError` for ids it does not know.
+    """
+    global _id_resolver
+    _id_resolver = resolver
 
 
 @dataclass(frozen=True)
 class Task:
     """One operator instance on one target.
 
+    The constructor validates everything (see the module docstring) and stores ``params``
+    canonical: defaults filled in, in the op's order, as Python ints.
+
     Attributes:
         op: op name (see :data:`tune_gym.tasks.ops.OPS`).
-        params: shape parameters as ``(name, value)`` pairs in the op's order.
-        dtype: element type of inputs and output.
+        params: shape parameters as ``(name, value)`` pairs in the op's order (a mapping is
+            accepted too).
+        dtype: element type of inputs and output, one of :data:`DTYPES`.
         target: where it runs.
     """
 
@@ -47,49 +91,74 @@ class Task:
 
     def __post_init__(self) -> None:
         opdef = get_op(self.op)
-        checked = opdef.check(dict(self.params))
-        object.__setattr__(self, "params", tuple(checked.items()))
-        if self.dtype not in DTYPES:
-            raise TaskError(f"unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
+        given: dict[str, Any] = {}
+        for name, value in pairs(self.params, f"{opdef.name}: params"):
+            if not isinstance(name, str):
+                raise TaskError(f"{opdef.name}: parameter names are str, got {show(name)}; "
+                                f"expected {list(opdef.params)}")
+            if name in given:
+                raise TaskError(f"{opdef.name}: parameter {name!r} given twice; give each parameter once")
+            given[name] = value
+        object.__setattr__(self, "params", tuple(opdef.check(given).items()))
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
+            raise TaskError(f"unknown dtype {show(self.dtype)}; known: {', '.join(DTYPES)}")
+        if not isinstance(self.target, TargetSpec):
+            raise TaskError(f"task target must be a TargetSpec, got {type(self.target).__name__} "
+                            f"{show(self.target)} (Task.make and with_target also take a str such as 'llvm')")
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def make(cls, op: str, target: str | TargetSpec = "llvm", dtype: str = "float32", **params: int) -> Task:
-        """``Task.make("dense", m=128, n=768, k=768)``."""
-        spec = target if isinstance(target, TargetSpec) else TargetSpec(target)
-        return cls(op, tuple(params.items()), dtype, spec)
+    def make(cls, op: str, /, target: str | TargetSpec = "llvm", dtype: str = "float32", **params: int) -> Task:
+        """``Task.make("dense", m=128, n=768, k=768)``; ``target`` as in a URI (``"llvm&cores=4"``)."""
+        return cls(op, tuple(params.items()), dtype, TargetSpec.coerce(target))
 
     @classmethod
     def from_uri(cls, uri: str) -> Task:
-        """Parse a task URI (see the module docstring for the grammar)."""
-        m = _URI.match(uri.strip())
+        """Parse a task URI (see the module docstring for the grammar and the checks)."""
+        if not isinstance(uri, str):
+            raise TaskError(f"a task URI must be a str, got {type(uri).__name__} {show(uri)}")
+        text = uri.strip()
+        if len(text) > MAX_URI_LENGTH:
+            raise TaskError(f"task URI of {len(text)} characters; accepted: at most {MAX_URI_LENGTH}")
+        m = _URI.fullmatch(text)
         if not m:
             raise TaskError(
-                f"malformed task URI {uri!r}; expected op://<op>-v<N>/<p><int>_...?target=<kind>, "
+                f"malformed task URI {show(text, 120)}; expected op://<op>-v<N>/<p><int>_...?target=<kind>, "
                 "e.g. op://dense-v1/m128_n768_k768?target=llvm"
             )
+        where = show(text, 120)
         opdef = get_op(m["op"])
-        if int(m["ver"]) != opdef.version:
-            raise TaskError(f"{uri!r}: op {opdef.name} is at version v{opdef.version}, not v{m['ver']}")
+        if len(m["ver"]) > 9 or int(m["ver"]) != opdef.version:
+            raise TaskError(f"{where}: op {opdef.name} is at version v{opdef.version}, not v{m['ver'][:12]}")
         params: dict[str, int] = {}
         for part in filter(None, m["params"].split("_")):
-            pm = _PARAM.match(part)
+            pm = _PARAM.fullmatch(part)
             if not pm:
-                raise TaskError(f"{uri!r}: malformed parameter {part!r} (want <name><int>, e.g. c64)")
-            params[pm[1]] = int(pm[2])
-        query = dict(parse_qsl(m["query"] or "", keep_blank_values=True, strict_parsing=False))
+                raise TaskError(f"{where}: malformed parameter {show(part)} (want <name><int>, e.g. c64)")
+            name, digits = pm[1], pm[2]
+            if name in params:
+                raise TaskError(f"{where}: parameter {name!r} given twice; give each parameter once")
+            if len(digits) > 9:
+                raise TaskError(f"{where}: parameter {name!r}={digits[:12]}... out of range; accepted: "
+                                f"at most {MAX_DIM} (see tune_gym.tasks.ops)")
+            params[name] = int(digits)
+        query = fields(m["query"] or "", where)
         dtype = query.pop("dtype", "float32")
         kind = query.pop("target", "llvm")
-        return cls(m["op"], tuple(params.items()), dtype, TargetSpec.parse(kind, query))
+        return cls(opdef.name, tuple(params.items()), dtype, TargetSpec(kind, tuple(query.items())))
 
     @classmethod
     def parse(cls, text: str) -> Task:
-        """Accept a URI or a suite task id (``resnet18:3``)."""
+        """Accept a URI or a suite task id (``resnet18:3``, ``resnet18:3@cuda``)."""
+        if not isinstance(text, str):
+            raise TaskError(f"a task is a str (a URI op://... or a suite id such as resnet18:1), got "
+                            f"{type(text).__name__} {show(text)}")
+        text = text.strip()
         if text.startswith("op://"):
             return cls.from_uri(text)
-        from tune_gym.tasks.suites import task_by_id
-
-        return task_by_id(text)
+        if _id_resolver is None:  # pragma: no cover - tune_gym.tasks registers the suites
+            raise TaskError(f"{show(text)} is not a task URI (op://...) and no task id resolver is registered")
+        return _id_resolver(text)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -102,8 +171,8 @@ class Task:
         return self.uri
 
     def with_target(self, target: str | TargetSpec) -> Task:
-        spec = target if isinstance(target, TargetSpec) else TargetSpec(target)
-        return Task(self.op, self.params, self.dtype, spec)
+        """This task on another target (a spec, or a str as in a URI: ``"cuda&arch=sm_80"``)."""
+        return Task(self.op, self.params, self.dtype, TargetSpec.coerce(target))
 
     @property
     def opdef(self) -> OpDef:
@@ -131,17 +200,12 @@ class Task:
         return self.opdef.build(self.param_dict, self.dtype)
 
     def output_shape(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in self.tensors()[-1].shape)
+        """Shape of the output (computed without TVM; equal to ``tensors()[-1].shape``)."""
+        return self.opdef.output_shape(self.param_dict)
 
     def ir_module(self) -> Any:
         """The TVM IRModule (one PrimFunc named ``main``) built from TE/topi."""
         return _ir_module(self)
-
-    def features(self) -> list[float]:
-        """Task-independent descriptor used by observations and cross-task models."""
-        from tune_gym.features.task import task_features
-
-        return list(task_features(self))
 
 
 @functools.lru_cache(maxsize=256)

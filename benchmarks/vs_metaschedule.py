@@ -1,0 +1,144 @@
+"""tune_gym's agents against TVM's own tuner (MetaSchedule ``tune_tir``) on one task, live.
+
+For each agent and for MetaSchedule, one tuning run of ``max(--trials)`` trials; the best
+GFLOPS after each budget in ``--trials`` is read off the run's trials in order (the first
+128 trials of a 512-trial run are a 128-trial run: agents and MetaSchedule's evolutionary
+search plan batch by batch, never looking at the total). Reported with the host, PyTorch's
+reference measured the robust way (separate quiet process, median of 7), the seconds per
+trial of each tuner and the command::
+
+    python -m benchmarks.vs_metaschedule --task resnet18:1 --trials 128 512 \\
+        --agents xgb-sa contextual-sa --out benchmarks/results/vs_metaschedule
+
+MetaSchedule tunes the task's module as TVM ships it (``layout_free_buffers`` kept, so its
+kernels run on pre-packed weights, as a deployed model would), with its default
+evolutionary search and XGBoost model, 64 trials per iteration, and the same timing as the
+live backend (1 call per repeat, 3 repeats, >= 50 ms each). Its best is the fastest mean
+of the repeats its runner recorded. tune_gym's agents tune the task's ``full`` space in
+batches of 64 with the live backend's defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tune_gym.records import host_fingerprint, host_id
+from tune_gym.tasks import Task
+
+
+def _init_worker() -> None:
+    from tune_gym._tvm import ms
+
+    ms()
+
+
+def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path) -> dict[str, Any]:
+    """Tune with MetaSchedule's ``tune_tir``; best GFLOPS after each trial, in order."""
+    from tune_gym._tvm import ms
+
+    m = ms()
+    cores = len(os.sched_getaffinity(0))
+    # Fresh builder workers import TVM's tensor intrinsics, which takes longer than the build
+    # timeout unless done the fast way (tune_gym._tvm); the live backend's workers do the same.
+    builder = m.builder.LocalBuilder(max_workers=cores, timeout_sec=60.0, initializer=_init_worker)
+    runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
+                                  initializer=_init_worker)
+    target = task.target.tvm_target()
+    start = time.perf_counter()
+    database = m.tir_integration.tune_tir(
+        task.ir_module(), target, str(work_dir), max_trials_global=trials, num_trials_per_iter=64,
+        builder=builder, runner=runner, seed=seed, num_tuning_cores=cores,
+    )
+    seconds = time.perf_counter() - start
+    del database
+    # The JSON database appends records in measurement order.
+    records = [json.loads(line) for line in (work_dir / "database_tuning_record.json").read_text().splitlines()
+               if line.strip()]
+    gflops = []
+    for rec in records:  # [workload index, [trace, run_secs, target, args_info]]; failures cost 1e10 s
+        costs = [float(c) for c in rec[1][1] if float(c) < 1e9]
+        gflops.append(task.flops / np.mean(costs) / 1e9 if costs else 0.0)
+    return {"best_so_far": np.maximum.accumulate(gflops).tolist() if gflops else [], "seconds": seconds,
+            "trials": len(gflops)}
+
+
+def agent_run(task: Task, agent: str, trials: int, seed: int, log: Path) -> dict[str, Any]:
+    from agents.driver import tune
+
+    log.unlink(missing_ok=True)
+    summary = tune(task, agent=agent, trials=trials, batch=64, log=log, seed=seed, preset="full", progress=False)
+    best = summary.run.best_so_far().tolist()
+    return {"best_so_far": best, "seconds": summary.run.seconds, "trials": len(best)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="resnet18:1")
+    parser.add_argument("--trials", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--agents", nargs="+", default=["xgb-sa", "contextual-sa"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/vs_metaschedule"))
+    parser.add_argument("--skip-metaschedule", action="store_true")
+    args = parser.parse_args(argv)
+
+    from tune_gym.measure.reference import measure_reference
+
+    task = Task.parse(args.task)
+    budget = max(args.trials)
+    args.out.mkdir(parents=True, exist_ok=True)
+    reference = measure_reference(task)
+    runs: dict[str, dict[str, Any]] = {}
+    for agent in args.agents:
+        print(f"{agent}: {budget} trials ...", flush=True)
+        runs[agent] = agent_run(task, agent, budget, args.seed, args.out / f"{agent}.jsonl")
+        print(f"  best {runs[agent]['best_so_far'][-1]:.2f} GFLOPS in {runs[agent]['seconds']:.0f} s", flush=True)
+    if not args.skip_metaschedule:
+        print(f"MetaSchedule tune_tir: {budget} trials ...", flush=True)
+        with tempfile.TemporaryDirectory() as work:
+            runs["metaschedule"] = metaschedule_run(task, budget, args.seed, Path(work))
+        print(f"  best {runs['metaschedule']['best_so_far'][-1]:.2f} GFLOPS in "
+              f"{runs['metaschedule']['seconds']:.0f} s", flush=True)
+
+    def best_at(run: dict[str, Any], n: int) -> float:
+        curve = run["best_so_far"]
+        return curve[min(n, len(curve)) - 1] if curve else 0.0
+
+    ms_run = runs.get("metaschedule")
+    lines = [f"# tune_gym agents vs MetaSchedule on {task.uri}", "",
+             f"Host: {host_fingerprint()['cpu']} (LLVM cpu {host_fingerprint()['llvm_cpu']}, "
+             f"{host_fingerprint()['logical_cores']} logical cores, host id {host_id()}), "
+             f"{datetime.now(timezone.utc):%Y-%m-%d}, Python {platform.python_version()}.",
+             f"PyTorch reference: {reference.gflops:.2f} GFLOPS ({reference.method}).", "",
+             "| tuner | " + " | ".join(f"best GFLOPS @{n}" for n in args.trials)
+             + " | x PyTorch @" + str(budget) + (" | x MetaSchedule @" + str(budget) if ms_run else "")
+             + " | s / trial |",
+             "|---|" + "---:|" * (len(args.trials) + 2 + bool(ms_run))]
+    for name, run in runs.items():
+        cells = [f"{best_at(run, n):.2f}" for n in args.trials]
+        cells.append(f"{best_at(run, budget) / reference.gflops:.2f}")
+        if ms_run:
+            cells.append(f"{best_at(run, budget) / max(best_at(ms_run, budget), 1e-9):.2f}")
+        cells.append(f"{run['seconds'] / max(run['trials'], 1):.2f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Command: `python -m benchmarks.vs_metaschedule " + " ".join(argv or sys.argv[1:]) + "`"]
+    text = "\n".join(lines) + "\n"
+    (args.out / "summary.md").write_text(text)
+    (args.out / "summary.json").write_text(json.dumps(
+        {"task": task.uri, "reference": reference.to_json(), "host": host_fingerprint(), "runs": runs}, indent=1))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
