@@ -66,7 +66,8 @@ Defaults and their sources:
   steps of 8, at most the plan size; it grows while a step cuts the k-means loss by at
   least 2.5x, and the clustering of the first step that does not (where the code breaks
   out of its loop) is used.
-* Cost model: XGBoost ``reg:squarederror`` with AutoTVM's tree parameters, 150 rounds.
+* Cost model: XGBoost ``reg:squarederror`` with AutoTVM's tree parameters and AutoTVM's
+  early stopping (Chameleon reuses AutoTVM's XGBoost cost model; :class:`XGBModel`).
 
 Deviations (documented, deliberate):
 
@@ -248,7 +249,8 @@ class RLPPOAgent(ModelGuidedAgent):
         eps: random share of each plan (0.05): ``round(eps * plan_size)`` random slots.
         n_init: measurements before the first model fit (default ``plan_size``).
         invalid: ``"zero"`` (feed failures as throughput 0) or ``"drop"``.
-        num_rounds: XGBoost boosting rounds per fit (150).
+        num_rounds: fixed XGBoost boosting rounds per fit; ``None`` (default): AutoTVM's early
+            stopping on the training recall@plan_size.
         n_starts: random start configs walked per round (128).
         max_steps: longest walk (500).
         stuck_fraction: a walk stops once this share of its movable knobs is stuck (0.75).
@@ -263,7 +265,7 @@ class RLPPOAgent(ModelGuidedAgent):
     """
 
     def __init__(self, plan_size: int = 64, eps: float = 0.05, n_init: int | None = None, invalid: str = "zero",
-                 num_rounds: int = 150, n_starts: int = 128, max_steps: int = 500, stuck_fraction: float = 0.75,
+                 num_rounds: int | None = None, n_starts: int = 128, max_steps: int = 500, stuck_fraction: float = 0.75,
                  adaptive_sampling: bool = True, learning_rate: float = 1e-3, n_epochs: int = 3,
                  batch_size: int = 32, gamma: float = 0.9, gae_lambda: float = 0.99, clip_range: float = 0.2,
                  vf_coef: float = 1.0, ent_coef: float = 0.3, max_grad_norm: float = math.inf,
@@ -290,7 +292,8 @@ class RLPPOAgent(ModelGuidedAgent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        self.model = XGBModel("reg", self.num_rounds, seed=int(self.rng.integers(2**31)), nthread=1)
+        self.model = XGBModel("reg", self.num_rounds, seed=int(self.rng.integers(2**31)), nthread=1,
+                              plan_size=self.plan_size)
         self._knob = KnobFeaturizer(space)
         self.ppo: Any = None  # the stable-baselines3 PPO model, created at the first search
         self._env: _KnobObservation | None = None

@@ -1,35 +1,56 @@
 """``xgb-sa`` and ``xgb-sa-transfer``: AutoTVM's XGBoost tuner (paper: TVM / AutoTVM, 2018).
 
-Defaults (METHODS.md section 1): XGBoost ``rank:pairwise`` with max_depth 3, eta 0.3,
-gamma 1e-4, min_child_weight 1, lambda 1 on "knob" features; simulated annealing with 128
-persistent parallel points, up to 500 steps, early stop after 50 idle steps, temperature
-1 -> 0; batches (plan_size) of 64 whose last 5% are random; invalid configs as throughput 0;
-the first plan is random.
+Follows TVM's ``python/tvm/autotvm/tuner/xgboost_tuner.py`` (``XGBTuner``),
+``model_based_tuner.py`` (``ModelBasedTuner``), ``xgboost_cost_model.py`` and
+``sa_model_optimizer.py``:
 
-Transfer (``xgb-sa-transfer``): the model is first trained on records of *other* tasks with
-task-independent loop features (MetaSchedule's PerStoreFeature of the lowered program, each
-task's throughput normalized by its best), so even the first batch is model-guided; then
-each refit trains a new model on the task's own measurements on top of the transferred one
-(its predictions are the base margin, as in AutoTVM). Loop features cost ~30 ms per config,
-so the SA of this agent defaults to 64 points x 40 steps (documented deviation).
+* plans of ``plan_size`` = 64 configs, the last 5% of each random (``next_batch``); the model is
+  refitted after every plan on all measurements, invalid configs as throughput 0; until the
+  first fit the plan is random;
+* cost model :class:`~agents.models.xgb.XGBModel`: ``rank:pairwise``, AutoTVM's tree
+  parameters, up to 8000 rounds with early stopping (20 rounds) on the training set's
+  average recall@plan_size;
+* search: simulated annealing over the model, 128 parallel points that start random and
+  persist between rounds, up to 500 steps, early stop after 50 steps without a change of the
+  top set, temperature 1 -> 0 (:class:`~agents.optimizers.sa.SimulatedAnnealing`).
+
+Features (``features``): ``"knob"`` (default), ``"itervar"`` or ``"loop"``. AutoTVM's
+``XGBTuner`` defaults to ``"itervar"`` and says "'itervar' is more accurate but 'knob' is much
+faster". Measured here (2-core dev machine, shared with other jobs): an uncached itervar row
+costs 1.6 ms on a 32x32x32 dense (compact) and 12 ms on resnet18:1 (full), 11 ms of which is
+``space.apply`` (replaying the trace and the postprocs); a cached row 6-17 us; a knob row
+0.1-0.3 us. One xgb-sa round on resnet18:1 (full) scored 54,674 distinct configs (500 SA
+steps): 2.1 s with knob features, fit included, versus about 11 minutes of itervar extraction
+(AutoTVM spread that cost over a process pool of all cores and cached it per config index,
+as :mod:`agents.models.itervar` caches per config). Hence the default is ``"knob"``;
+``features="itervar"`` gives AutoTVM's default model, affordable on small compact spaces
+(every config is extracted at most once: 200 dense configs cost 0.3 s in all).
+
+Transfer (``xgb-sa-transfer``, ``ModelBasedTuner.load_history`` + ``fit_log``): see
+:class:`XGBTransferAgent`.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from agents.base import register
 from agents.model_based import ModelGuidedAgent
 from agents.models.features import KnobFeaturizer, loop_features
-from agents.models.xgb import XGBModel
+from agents.models.itervar import ItervarFeaturizer, ItervarLayout, raw_itervar
+from agents.models.xgb import FIT_MAX_ROUNDS, FIT_STOPPING_ROUNDS, XGBModel
 from agents.optimizers.sa import SimulatedAnnealing
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["XGBSAAgent", "XGBTransferAgent"]
+__all__ = ["FEATURES", "XGBSAAgent", "XGBTransferAgent"]
+
+FEATURES = ("knob", "itervar", "loop")
 
 
 @register("xgb-sa", "AutoTVM: XGBoost rank model on knob features + simulated annealing, 5% random")
@@ -37,92 +58,180 @@ class XGBSAAgent(ModelGuidedAgent):
     """AutoTVM's XGBTuner.
 
     Args:
-        plan_size: configs per planning round (64).
-        eps: random share of each plan (0.05).
-        features: ``"knob"`` (default) or ``"loop"`` (lowered-program features, slower).
-        loss: ``"rank"`` or ``"reg"``.
-        num_rounds: XGBoost boosting rounds per fit.
-        invalid: ``"zero"`` (feed failures as throughput 0) or ``"drop"``.
-        sa_points, sa_steps, sa_early_stop: simulated annealing settings (128, 500, 50).
+        plan_size: configs per plan (AutoTVM's ``plan_size`` default 64).
+        eps: random share of each plan (AutoTVM: the last ``int(0.05 * plan_size)``).
+        features: ``"knob"`` (default: cost, see the module docstring), ``"itervar"``
+            (AutoTVM's default, :mod:`agents.models.itervar`) or ``"loop"`` (MetaSchedule's
+            per-store features, about as slow as itervar).
+        loss: ``"rank"`` (AutoTVM's default ``loss_type``) or ``"reg"``.
+        num_rounds: fixed boosting rounds without early stopping (for quick tests); ``None``
+            (default) trains as AutoTVM, up to ``max_rounds`` with early stopping.
+        max_rounds, stopping_rounds: AutoTVM's 8000 and 20.
+        invalid: ``"zero"`` (AutoTVM: failures are throughput 0) or ``"drop"``.
+        sa_points, sa_steps, sa_early_stop: SA's ``parallel_size`` 128, ``n_iter`` 500,
+            ``early_stop`` 50 (AutoTVM's SimulatedAnnealingOptimizer defaults).
+        n_init: measurements before the first fit (default ``plan_size``, as AutoTVM).
+        nthread: XGBoost threads. Default 1, not AutoTVM's "all cores": the models are the
+            same, and on these few hundred rows one thread trains faster (measured 1.5 vs
+            4-20 ms per boosting round on the 2-core dev machine).
     """
 
     def __init__(self, plan_size: int = 64, eps: float = 0.05, features: str = "knob", loss: str = "rank",
-                 num_rounds: int = 150, invalid: str = "zero", sa_points: int = 128, sa_steps: int = 500,
-                 sa_early_stop: int = 50, n_init: int | None = None) -> None:
+                 num_rounds: int | None = None, max_rounds: int = FIT_MAX_ROUNDS,
+                 stopping_rounds: int = FIT_STOPPING_ROUNDS, invalid: str = "zero", sa_points: int = 128,
+                 sa_steps: int = 500, sa_early_stop: int = 50, n_init: int | None = None,
+                 nthread: int | None = 1) -> None:
         super().__init__(plan_size, eps, n_init, invalid,
                          SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop))
-        if features not in ("knob", "loop"):
-            raise ValueError(f"features must be 'knob' or 'loop', not {features!r}")
+        if features not in FEATURES:
+            raise ValueError(f"features must be one of {', '.join(FEATURES)}, not {features!r}")
+        if loss not in ("rank", "reg"):
+            raise ValueError(f"loss must be 'rank' or 'reg', not {loss!r}")
         self.features = features
         self.loss = loss
         self.num_rounds = num_rounds
+        self.max_rounds = max_rounds
+        self.stopping_rounds = stopping_rounds
+        self.nthread = nthread
+
+    def new_model(self, seed: int) -> XGBModel:
+        """An unfitted cost model with this agent's settings."""
+        return XGBModel(self.loss, self.num_rounds, seed=seed, nthread=self.nthread, max_rounds=self.max_rounds,
+                        stopping_rounds=self.stopping_rounds, plan_size=self.plan_size)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        self.model = XGBModel(self.loss, self.num_rounds, seed=int(self.rng.integers(2**31)))
-        self._knob = KnobFeaturizer(space)
+        self.model = self.new_model(int(self.rng.integers(2**31)))
+        self._featurizer = self.make_featurizer(space)
+
+    def make_featurizer(self, space: KnobSpace) -> Any:
+        """The ``configs -> features`` function of ``self.features`` for ``space``."""
+        if self.features == "knob":
+            return KnobFeaturizer(space)
+        if self.features == "itervar":
+            return ItervarFeaturizer(space)
+        return lambda configs: loop_features(space, [tuple(int(v) for v in c) for c in configs])
 
     def featurize(self, configs: np.ndarray) -> np.ndarray:
-        if self.features == "knob":
-            return self._knob(configs)
-        return loop_features(self.space, [tuple(int(v) for v in c) for c in configs])
+        return np.asarray(self._featurizer(np.asarray(configs, dtype=np.int64)))
 
     def fit(self, configs: np.ndarray, y: np.ndarray) -> bool:
-        if y.max() <= 0:
+        if y.max() <= 1e-6:  # AutoTVM fits only once some config ran (flops_max > 1e-6)
             return False
-        self.model.fit(self.featurize(configs), y)
+        self.model.fit(self.featurize(configs), y, self.plan_size)
         return True
 
     def score(self, configs: np.ndarray) -> np.ndarray:
         return self.model.predict(self.featurize(configs))
 
 
-@register("xgb-sa-transfer", "AutoTVM transfer: XGBoost pre-trained on other tasks' records (loop features)")
+@register("xgb-sa-transfer", "AutoTVM transfer: XGBoost base model from other tasks' records of the same op")
 class XGBTransferAgent(XGBSAAgent):
-    """``xgb-sa`` whose model starts from records of other tasks.
+    """``xgb-sa`` whose model starts from records of other tasks (AutoTVM's ``load_history``).
+
+    * Records are those of the same op on the same target kind (``Task.op``,
+      ``target.kind``; AutoTVM: ``inp.task.name == self.task.name``, a name such as
+      ``conv2d_nchw.x86`` that names one template of one target, across shapes), minus the
+      task being tuned (that would not be transfer; AutoTVM kept them). Failed measurements
+      count, as throughput 0.
+    * With fewer than ``min_seed_records`` usable records nothing is transferred: a warning
+      says so and :attr:`transfer_status` tells why (AutoTVM: ``min_seed_records=500``).
+    * The base model is trained as AutoTVM's ``fit_log``: all records one ranking group,
+      normalized by their common best, up to 400 rounds with early stopping (100) on the
+      average recall@(2 * plan_size).
+    * The first plan is simulated annealing on the base model (the rest as ``xgb-sa``, with
+      the full SA). Afterwards each fit adds the base model's margin scaled by
+      ``1 / 2 ** (n / 64)`` (n measurements of this task), dropped below 0.05, i.e. after
+      277 measurements.
+
+    Features: ``"knob"`` (default) maps other tasks' records onto this task's knobs by name
+    from the records' knob values (no space is built for the source tasks); a knob that a
+    record lacks is missing (NaN). Knob names agree across shapes of one op here (they come
+    from the op's loop names: e.g. both conv2d shapes of the tests have sketch, tile_n,
+    tile_f, tile_y, tile_x, unroll_explicit), and their values (tile sizes, unroll steps) mean
+    the same things, which is what AutoTVM's "knob" features assume. ``"itervar"``
+    (AutoTVM's default; one layout covering the sources and this task) and ``"loop"`` also
+    work but cost milliseconds per config (see :mod:`agents.xgb_sa`), on every source
+    record too.
 
     Args:
-        records: record files (JSONL, :mod:`tune_gym.records`) of other tasks; records of
-            the task being tuned are ignored (that would not be transfer).
-        max_records_per_task: cap on the rows taken from each source task (best first).
-        Other arguments as :class:`XGBSAAgent`; ``features`` is always ``"loop"``.
+        records: record files (JSONL, :mod:`tune_gym.records`).
+        min_seed_records: AutoTVM's ``min_seed_records`` (500).
+        Other arguments as :class:`XGBSAAgent`.
     """
 
-    def __init__(self, records: Sequence[str | Path] = (), max_records_per_task: int = 512,
-                 sa_points: int = 64, sa_steps: int = 40, **kwargs: object) -> None:
-        kwargs.pop("features", None)
-        super().__init__(features="loop", sa_points=sa_points, sa_steps=sa_steps, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, records: str | Path | Sequence[str | Path] = (), min_seed_records: int = 500,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.record_paths = [Path(p) for p in ([records] if isinstance(records, (str, Path)) else records)]
-        self.max_records_per_task = max_records_per_task
+        self.min_seed_records = min_seed_records
+
+    def make_featurizer(self, space: KnobSpace) -> Any:
+        if self.features == "knob":
+            return KnobFeaturizer(space, inactive_nan=True)
+        return super().make_featurizer(space)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        self.base = self._pretrain()
-        self.fitted = self.base is not None
+        self.base: XGBModel | None = None
+        self.n_transfer_records = 0
+        self.transfer_status = "no records given"
+        self._pretrain()
         self.model.base = self.base
+        self.fitted = self.base is not None  # the first plan is SA on the base model
 
-    def _pretrain(self) -> XGBModel | None:
+    def _source_records(self) -> list[Any]:
         from tune_gym.records import load_records
 
-        by_task: dict[tuple[str, str], list] = {}
+        family: dict[str, tuple[str, str] | None] = {}  # task URI -> (op, target kind)
+        mine = (self.task.op, self.task.target.kind)
+        out = []
         for path in self.record_paths:
             for rec in load_records(path):
-                if rec.task != self.task.uri:
-                    by_task.setdefault((rec.task, rec.preset), []).append(rec)
-        xs, ys, groups = [], [], []
-        for g, ((uri, preset), recs) in enumerate(sorted(by_task.items())):
-            recs = sorted(recs, key=lambda r: -r.result.gflops)[: self.max_records_per_task]
-            if not any(r.result.ok for r in recs):
-                continue
-            space = KnobSpace.for_task(Task.from_uri(uri), preset)
-            xs.append(loop_features(space, [r.config for r in recs]))
-            ys.append([r.result.gflops for r in recs])
-            groups.append(np.full(len(recs), g))
-        if not xs:
-            return None
-        base = XGBModel(self.loss, self.num_rounds, seed=self.model.seed)
-        return base.fit(np.concatenate(xs), np.concatenate(ys), np.concatenate(groups))
+                if rec.task not in family:
+                    try:
+                        task = Task.from_uri(rec.task)
+                        family[rec.task] = (task.op, task.target.kind)
+                    except Exception:  # an unknown op or URI: not this op family
+                        family[rec.task] = None
+                if rec.task != self.task.uri and family[rec.task] == mine:
+                    out.append(rec)
+        return out
 
-    def score(self, configs: np.ndarray) -> np.ndarray:
-        model = self.model if self.model.booster is not None else self.base
-        return model.predict(self.featurize(configs))  # type: ignore[union-attr]
+    def _pretrain(self) -> None:
+        records = self._source_records()
+        self.n_transfer_records = len(records)
+        if len(records) < self.min_seed_records:
+            if self.record_paths:
+                self.transfer_status = (f"no transfer: {len(records)} records of other {self.task.op} tasks, "
+                                        f"fewer than min_seed_records={self.min_seed_records}")
+                warnings.warn(f"xgb-sa-transfer: {self.transfer_status}", stacklevel=2)
+            return
+        x = self._source_features(records)
+        y = np.array([r.result.gflops if r.result.ok else 0.0 for r in records])
+        if y.max() <= 1e-6:
+            self.transfer_status = "no transfer: no source record ran"
+            warnings.warn(f"xgb-sa-transfer: {self.transfer_status}", stacklevel=2)
+            return
+        self.base = self.new_model(self.model.seed).fit_log(x, y, self.plan_size)
+        self.transfer_status = f"transferred from {len(records)} records"
+
+    def _source_features(self, records: list[Any]) -> np.ndarray:
+        if self.features == "knob":
+            return np.asarray(self._featurizer.from_knobs([r.knobs for r in records]))
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for r in records:
+            groups.setdefault((r.task, r.preset), []).append(r)
+        spaces = {key: KnobSpace.for_task(Task.from_uri(key[0]), key[1]) for key in groups}
+        if self.features == "loop":
+            rows = {id(r): row for key, recs in groups.items()
+                    for r, row in zip(recs, loop_features(spaces[key], [tuple(r.config) for r in recs]))}
+            return np.stack([rows[id(r)] for r in records])
+        # itervar: one layout for the sources and this task (loop rows: the most; access slots: all)
+        raws = {id(r): raw_itervar(spaces[(r.task, r.preset)], tuple(r.config)) for r in records}
+        own = self._featurizer.layout
+        layout = ItervarLayout(
+            max([own.n_loops] + [len(v.loops) for v in raws.values() if v is not None]),
+            tuple(sorted(set(own.keys).union(*(v.keys for v in raws.values() if v is not None)))))
+        self._featurizer = ItervarFeaturizer(self.space, layout)
+        return np.stack([layout.flatten(raws[id(r)]) for r in records])

@@ -18,13 +18,13 @@ DENSE = "op://dense-v1/m32_n32_k32?target=llvm"
 
 #: Options that keep each agent's inner optimizer small in tests (the defaults are the papers').
 FAST = {
-    "xgb-sa": {"plan_size": 8, "n_init": 8, "sa_points": 16, "sa_steps": 20, "num_rounds": 20},
-    "xgb-sa-transfer": {"records": [str(DATA)], "plan_size": 8, "n_init": 8, "sa_points": 8, "sa_steps": 5,
-                        "num_rounds": 20},
+    "xgb-sa": {"plan_size": 8, "n_init": 8, "sa_points": 16, "sa_steps": 20},
+    "xgb-sa-transfer": {"records": [str(DATA.parent / "transfer_conv2d_c16.jsonl")], "plan_size": 8, "n_init": 8,
+                        "sa_points": 8, "sa_steps": 5},
     "contextual-sa": {"plan_size": 8, "n_init": 8, "sa_points": 16, "sa_steps": 20},
     "batch-bo": {"plan_size": 8, "n_init": 8},
     "presample": {"presample_limit": 64, "n_init": 8, "n_valid": 4, "plan_size": 8, "sa_points": 16,
-                  "sa_steps": 20, "num_rounds": 20},
+                  "sa_steps": 20},
     "rl-ppo": {"plan_size": 8, "n_init": 8, "n_starts": 8, "max_steps": 50},
     "ga": {"pop_size": 8, "elite_num": 2},
 }

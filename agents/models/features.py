@@ -2,7 +2,11 @@
 
 ``knob``: per-knob values, vectorized through lookup tables (microseconds per config):
     split knobs -> log2 of each factor; categorical -> log2(1 + value); compute_at -> the
-    location index; sketch -> one-hot. Task-specific (the columns are the task's knobs).
+    location index; sketch -> one-hot. The columns are the task's knobs; the knob *values*
+    (tile sizes, unroll steps) mean the same in every task of one op family, so
+    :meth:`KnobFeaturizer.from_knobs` maps another task's records onto them by knob name
+    (AutoTVM's "knob" features, ``ConfigEntity.get_flatten_feature``, need equal templates).
+``itervar``: AutoTVM's loop-level features, see :mod:`agents.models.itervar`.
 ``loop``: loop-level statistics of the lowered, postprocessed program from MetaSchedule's
     ``PerStoreFeature`` extractor (per-store buffer access, arithmetic and loop-structure
     features, summed over stores): task-independent, so usable across tasks (transfer), but
@@ -22,26 +26,63 @@ from tune_gym.space import Config, KnobSpace
 __all__ = ["LOOP_FEATURE_DIM", "KnobFeaturizer", "log_gflops", "loop_features"]
 
 
-class KnobFeaturizer:
-    """``configs (n x n_knobs int) -> features (n x d float32)`` via per-knob tables."""
+def _knob_values(kind: str, values: Sequence[Any], width: int) -> np.ndarray:
+    """Feature rows of knob values (``len(values) x width``); NaN where a value does not fit."""
+    out = np.full((len(values), width), np.nan)
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if kind == "split":
+            factors = np.asarray(v, dtype=np.float64).reshape(-1)
+            if factors.size == width and np.all(factors > 0):
+                out[i] = np.log2(factors)
+        elif kind == "sketch":
+            out[i] = 0.0
+            if 0 <= int(v) < width:
+                out[i, int(v)] = 1.0
+        elif kind == "categorical":
+            out[i, 0] = np.log2(1.0 + float(v))
+        else:
+            out[i, 0] = float(v)
+    return out
 
-    def __init__(self, space: KnobSpace) -> None:
+
+class KnobFeaturizer:
+    """``configs (n x n_knobs int) -> features (n x d float32)`` via per-knob tables.
+
+    Args:
+        space: the knobs.
+        inactive_nan: features of knobs that a config's sketch does not use are NaN
+            (XGBoost's "missing") instead of the values of index 0; records of other tasks
+            (:meth:`from_knobs`) hold only the active knobs, so transfer needs this.
+    """
+
+    def __init__(self, space: KnobSpace, inactive_nan: bool = False) -> None:
+        self.space = space
+        self.inactive_nan = inactive_nan
         self.tables: list[np.ndarray] = []
+        self.widths: list[int] = []
         for knob in space.knobs:
-            if knob.kind == "split":
-                table = np.log2(np.asarray(knob.choices, dtype=np.float64))
-            elif knob.kind == "categorical":
-                table = np.log2(1.0 + np.asarray(knob.choices, dtype=np.float64))[:, None]
-            elif knob.kind == "sketch":
-                table = np.eye(len(knob))
-            else:
-                table = np.asarray(knob.choices, dtype=np.float64)[:, None]
-            self.tables.append(table.astype(np.float32))
-        self.dim = sum(t.shape[1] for t in self.tables)
+            width = len(knob.choices[0]) if knob.kind == "split" else (len(knob) if knob.kind == "sketch" else 1)
+            self.tables.append(_knob_values(knob.kind, knob.choices, width).astype(np.float32))
+            self.widths.append(width)
+        self.dim = sum(self.widths)
+        self._nan_mask = np.repeat(~space.active_mask, self.widths, axis=1)  # sketch x feature columns
 
     def __call__(self, configs: np.ndarray | Sequence[Config]) -> np.ndarray:
         idx = np.asarray(configs, dtype=np.int64).reshape(-1, len(self.tables))
-        return np.concatenate([t[idx[:, j]] for j, t in enumerate(self.tables)], axis=1)
+        out = np.concatenate([t[idx[:, j]] for j, t in enumerate(self.tables)], axis=1)
+        if self.inactive_nan and self.space.n_sketches > 1:
+            out[self._nan_mask[self.space.sketches(idx)]] = np.nan
+        return out
+
+    def from_knobs(self, knobs: Sequence[dict[str, Any]]) -> np.ndarray:
+        """Features of configs given as ``{knob name: value}`` (a record's ``knobs``), possibly
+        of another task: knobs are matched by name; a knob the dict lacks, or whose value
+        does not fit (another number of split factors), is NaN (missing)."""
+        cols = [_knob_values(k.kind, [d.get(k.name) for d in knobs], w)
+                for k, w in zip(self.space.knobs, self.widths)]
+        return np.concatenate(cols, axis=1).astype(np.float32) if cols else np.zeros((len(knobs), 0), np.float32)
 
 
 #: Width of :func:`loop_features` rows (PerStoreFeature with default settings).
