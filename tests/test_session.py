@@ -14,6 +14,7 @@ from tune_gym.measure.reference import Reference
 from tune_gym.measure.replay import ReplayBackend
 from tune_gym.records import load_records, recorded_reference
 from tune_gym.session import TuningSession
+from tune_gym.space import KnobSpace
 
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
 
@@ -129,3 +130,38 @@ def test_importing_tune_gym_loads_nothing_from_agents():
     assert out.returncode == 0, out.stderr[-2000:]
     count = int(out.stdout.split()[0])
     assert count > 20  # it really walked the package
+
+
+def test_env_reuses_the_recorded_reference_and_writes_it(dense_task, tmp_path, monkeypatch):
+    """reward_norm="torch": a dataset's or a resumed log's reference is reused, never re-measured."""
+    import gymnasium as gym
+
+    import tune_gym.measure.reference as reference_module
+    from tune_gym.records import Record, RecordWriter, host_id
+
+    def no_measuring(task, *args, **kwargs):
+        raise AssertionError(f"measured a reference for {task.uri}")
+
+    monkeypatch.setattr(reference_module, "measure_reference", no_measuring)
+    ref = Reference(40.0, "recorded in a test", (39.0, 40.0, 41.0), host_id())
+    dataset = tmp_path / "dataset.jsonl"
+    replay = ReplayBackend(DATA)
+    with RecordWriter(dataset) as writer:
+        space = KnobSpace.for_task(dense_task, "compact")
+        cfgs = space.sample_unique(np.random.default_rng(3), 4)
+        writer.append([Record.create(space, c, r, "live", ref)
+                       for c, r in zip(cfgs, replay.measure(dense_task, space, cfgs))])
+    log = tmp_path / "run.jsonl"
+    kwargs = dict(task=dense_task, preset="compact", batch_size=2, budget=4, log=log, backend="replay",
+                  backend_options={"dataset": str(dataset)})
+    env = gym.make("tune_gym/Tune-v0", **kwargs)
+    assert env.unwrapped.reference == ref and env.unwrapped.reference_gflops == 40.0
+    env.reset(seed=0)
+    _, reward, *_ = env.step(np.array(cfgs[:2]))
+    env.close()
+    assert all(r.reference == ref for r in load_records(log))  # written with every record
+    assert reward == pytest.approx(max(r.gflops for r in replay.measure(dense_task, space, cfgs[:2])) / 40.0)
+    # Resumed from its own log: the log's reference (this host) is used.
+    env = gym.make("tune_gym/Tune-v0", resume=True, **kwargs)
+    assert env.unwrapped.reference == ref
+    env.close()
