@@ -8,7 +8,10 @@ Each line is one self-contained JSON object (schema :data:`SCHEMA_VERSION`)::
 
 ``config`` holds the per-knob choice indices of the space ``KnobSpace.for_task(task, preset)``;
 ``knobs`` repeats them as values for humans; ``result`` is :meth:`MeasureResult.to_json`;
-``host`` is :func:`host_id`, a hash of :func:`host_fingerprint`.
+``host`` is :func:`host_id`, a hash of :func:`host_fingerprint`. An optional ``reference``
+(:meth:`tune_gym.measure.reference.Reference.to_json`: GFLOPS, samples, how and where it was
+measured) is the throughput rewards were normalized by; :func:`recorded_reference` finds it,
+so replayed and resumed runs reuse it.
 
 Crash safety: :meth:`RecordWriter.append` writes a batch with one ``write`` to a file opened
 with ``O_APPEND`` and then ``fsync``\\ s it, so a process killed at any moment loses at most
