@@ -9,12 +9,18 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch.distributions import MultivariateNormal
 
 import tune_gym  # noqa: F401
 from agents.base import make_agent, run
 from agents.batch_bo import BatchBOAgent, PriorMean
 from agents.models.features import log_gflops
+from agents.models.rf import expected_improvement
 from agents.optimizers.bo import candidate_pool, greedy_q_batch
+from tune_gym.measure.replay import ReplayBackend
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
@@ -196,3 +202,118 @@ def test_bad_options(options):
         BatchBOAgent(**options)
     with pytest.raises(ValueError):
         make_agent("batch-bo", **options)
+
+
+# ---------------------------------------------------------------------- the mechanism, isolated
+class _KnownPosterior(Model):
+    """A stand-in for the fitted GP: independent Gaussians with a known mean and std.
+
+    ``u`` = mean of the encoded (index-scaled) knobs. The mean rises with ``u`` and the std
+    falls, so the posterior mean is largest at the all-last-choices corner while expected
+    improvement over ``best_f = 1`` is largest at the all-first-choices corner.
+    """
+
+    num_outputs = 1
+
+    @staticmethod
+    def mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        u = x.mean(-1)
+        return 0.2 + 0.7 * u, 0.5 * (1.0 - u) + 1e-3
+
+    def posterior(self, X, output_indices=None, observation_noise=False, posterior_transform=None, **kwargs):
+        mean, std = self.mean_std(X)
+        return GPyTorchPosterior(MultivariateNormal(mean, torch.diag_embed(std**2)))
+
+
+def test_batch_acquisition_maximizes_expected_improvement_not_the_mean():
+    """The batch is qLogEI's greedy maximizer over the pool (here every unmeasured config);
+    where EI and the posterior mean disagree, the mean's maximizer is not picked."""
+    space = KnobSpace.for_task(Task.from_uri(CONV), "compact")
+    agent = BatchBOAgent(**{**FAST, "plan_size": 8, "n_init": 8, "pool_size": 1000})  # pool = all unmeasured
+    agent.reset(space, space.task, seed=0)
+    rng = np.random.default_rng(0)
+    measured = space.sample_unique(rng, 8, exclude={space.config(0), space.config(space.size - 1)})
+    agent.observe(measured, [MeasureResult(costs=(1e-3 * (1 + i),), flops=10**6) for i in range(8)])
+    real_fit = agent.fit
+
+    def fit(configs, y):  # fit the GP as usual, then swap in the known posterior
+        fitted = real_fit(configs, y)
+        agent.model, agent._best_f = _KnownPosterior(), 1.0
+        return fitted
+
+    agent.fit = fit
+    plan = agent.propose(8)
+    unmeasured = [c for c in space if c not in set(measured)]
+    mean, std = (t.numpy() for t in _KnownPosterior.mean_std(agent.encode(unmeasured)))
+    ei = expected_improvement(mean, std, 1.0)
+    ei_best, mean_best = unmeasured[int(np.argmax(ei))], unmeasured[int(np.argmax(mean))]
+    assert ei_best == space.config(0) and mean_best == space.config(space.size - 1)
+    assert len(set(plan)) == 8 and plan[0] == ei_best and mean_best not in plan
+    top = np.sort(ei)[-8:]
+    assert np.min([ei[unmeasured.index(c)] for c in plan]) >= top[0] - 1e-9  # the batch is EI's top 8
+
+
+def test_greedy_q_batch_skips_a_duplicate_of_an_earlier_pick():
+    """The second pick is chosen jointly with the first: an exact copy of the first pick
+    (the single-point runner-up, tied with it) adds nothing to the batch and is skipped."""
+    from botorch.acquisition import qLogExpectedImprovement
+    from botorch.sampling import SobolQMCNormalSampler
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(20, 3, generator=gen, dtype=torch.float64)
+    model = SingleTaskGP(x, torch.sin(5 * x).sum(-1, keepdim=True)).eval()
+    pool = torch.rand(200, 3, generator=gen, dtype=torch.float64)
+    acqf = qLogExpectedImprovement(model, best_f=1.0, sampler=SobolQMCNormalSampler(torch.Size([64]), seed=0))
+    with torch.no_grad():
+        single = acqf(pool.unsqueeze(-2))
+    best = int(torch.argmax(single))
+    doubled = torch.cat([pool[best:best + 1], pool])  # row 0 and row best + 1 are the same point
+    picked = greedy_q_batch(acqf, doubled, q=3)
+    assert picked[0] == 0 and best + 1 not in picked
+    assert picked[1] - 1 == int(torch.argsort(single, descending=True)[1])  # here: the next single-point best
+
+
+@pytest.mark.filterwarnings("ignore:A not p.d.")  # a candidate equal to a pending point: expected
+def test_joint_batch_spreads_over_configs_the_model_cannot_tell_apart():
+    """With a featurizer blind to the unroll knob, the 4 unroll variants of a config are one
+    point to the GP: ranked alone they tie, so a batch of the best single-point values would
+    take them together; the joint greedy batch takes a new point each time instead."""
+    space = KnobSpace.for_task(Task.from_uri(CONV), "compact")
+    agent = BatchBOAgent(**FAST, featurizer=lambda c: space.normalized(c)[:, :5])  # knob 5 (unroll) dropped
+    agent.reset(space, space.task, seed=0)
+    first = agent.propose(16)
+    agent.observe(first, ReplayBackend(DATA).measure(space.task, space, first))
+    plan = agent.propose(16)
+    assert agent.fitted and len(set(plan)) == 16
+    seen = [c[:5] for c in plan[:4]]
+    assert len(set(seen)) == 4
+
+
+def test_prior_mean_is_the_gp_mean_away_from_the_data(conv_truth):
+    """``prior_mean`` enters the GP as its mean function: with an exact prior, the posterior
+    mean at unmeasured configs follows the truth; the plain GP's does not."""
+    space = KnobSpace.for_task(Task.from_uri(CONV), "compact")
+    measured = space.sample_unique(np.random.default_rng(0), 16)
+    rest = [c for c in space if c not in set(measured)]
+    truth = log_gflops([conv_truth[c] for c in rest])
+
+    def prior(configs: np.ndarray) -> np.ndarray:
+        return log_gflops([conv_truth[tuple(int(v) for v in c)] for c in configs])
+
+    corr = {}
+    for name, fn in (("prior", prior), ("plain", None)):
+        agent = BatchBOAgent(n_init=16, prior_mean=fn)
+        agent.reset(space, space.task, seed=0)
+        agent.observe(measured, [MeasureResult(costs=(1.0 / conv_truth[c],), flops=10**9) for c in measured])
+        assert agent.fit(*agent.training_data())
+        x = agent.encode(rest)
+        with torch.no_grad():
+            mean = agent.model.posterior(x).mean.squeeze(-1).numpy()
+        corr[name] = np.corrcoef(mean, truth)[0, 1]
+        if fn is not None:  # the mean module is a + b * (prior scaled to [0, 1]), b > 0
+            module = agent.model.mean_module
+            with torch.no_grad():
+                np.testing.assert_allclose(module(x).numpy(), (module.constant + module.weight * x[:, -1]).numpy())
+                assert float(module.weight) > 0
+            assert np.corrcoef(x[:, -1].numpy(), truth)[0, 1] > 0.999  # the last input column is the prior
+    assert corr["prior"] > 0.99 and corr["plain"] < 0.9

@@ -150,3 +150,81 @@ def test_same_seed_gives_same_proposals():
     assert len(configs) == 48 == len(set(configs))
     assert configs == [t.config for t in second.trials]
     assert configs != [t.config for t in other.trials]
+
+
+# ---------------------------------------------------------------------- the mechanism, with a known model
+class _KnownModel:
+    """Stands in for the fitted forest: a fixed ``(mean, std)`` per config of the conv space.
+
+    ``u`` in [0, 1] is a config's mean scaled knob index; the mean rises with ``u`` (its
+    argmax is the all-last-choices corner) while the std falls, so expected improvement
+    over the best (1 on the forest's scale) is largest at the all-first-choices corner.
+    """
+
+    def __init__(self, space: KnobSpace, std: float | None = None) -> None:
+        every = list(space)
+        feats = KnobFeaturizer(space)(every)
+        self._rows = {k: i for i, k in enumerate(self._keys(feats))}
+        assert len(self._rows) == space.size  # the knob features identify a config
+        self.u = space.normalized(every)[:, space.dims > 1].mean(axis=1)
+        self.mean = 0.2 + 0.7 * self.u
+        self.std = 0.5 * (1.0 - self.u) if std is None else np.full(space.size, std)
+        self.calls: list[list[int]] = []  # the config indices of each predict call
+
+    @staticmethod
+    def _keys(feats: np.ndarray) -> list[bytes]:
+        x = np.ascontiguousarray(np.asarray(feats, dtype=np.float32))
+        return x.view(np.dtype((np.void, x.itemsize * x.shape[1]))).ravel().tolist()
+
+    def fit(self, x, y):
+        return self
+
+    def predict(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = [self._rows[k] for k in self._keys(feats)]
+        self.calls.append(rows)
+        return self.mean[rows], self.std[rows]
+
+
+def _plan_with_known_model(conv_space, std: float | None = None):
+    """Measure 16 random configs (the corners excluded), then plan 16 with :class:`_KnownModel`."""
+    agent = _small_agent()
+    agent.reset(conv_space, conv_space.task, seed=0)
+    model = agent.model = _KnownModel(conv_space, std)
+    corners = {int(np.argmin(model.u)), int(np.argmax(model.u))}
+    rng = np.random.default_rng(1)
+    measured = [conv_space.config(int(i)) for i in rng.permutation(conv_space.size) if int(i) not in corners][:16]
+    agent.observe(measured, [_result(g) for g in rng.uniform(1.0, 5.0, 16)])
+    searched: list[tuple[int, list]] = []
+    search = agent.search
+    agent.search = lambda n: searched.append((n, search(n))) or searched[-1][1]
+    plan = agent.propose(16)
+    assert agent.fitted and len(searched) == 1 and len(set(plan) | set(measured)) == 32
+    return agent, model, measured, plan, searched[0]
+
+
+def test_sa_maximizes_expected_improvement_not_the_mean(conv_space):
+    """Where the model's mean and its EI disagree, the plan's model-guided part is the top
+    of EI; maximizing the mean would pick the opposite corner of the space."""
+    agent, model, measured, plan, (n_guided, guided) = _plan_with_known_model(conv_space)
+    ei = expected_improvement(model.mean, model.std, 1.0)
+    unmeasured = np.array([i for i in range(conv_space.size) if conv_space.config(i) not in set(measured)])
+    ei_best, mean_best = unmeasured[np.argmax(ei[unmeasured])], unmeasured[np.argmax(model.mean[unmeasured])]
+    assert ei_best != mean_best and ei[mean_best] == 0.0  # the two criteria disagree
+    assert n_guided == 12 and plan[:12] == guided  # eps_t = 0.27: 4 random slots at the end
+    assert plan[0] == conv_space.config(int(ei_best))
+    picked = [conv_space.index(c) for c in guided]
+    np.testing.assert_allclose(np.sort(ei[picked]), np.sort(ei[unmeasured])[-12:])  # the top 12 of EI
+    assert model.u[picked].max() < 0.2 < 0.8 < model.u[int(mean_best)]
+
+
+@pytest.mark.parametrize(("std", "n_random"), [(0.5, 8), (0.125, 2)])
+def test_eps_t_sets_the_random_share_of_the_plan(conv_space, std, n_random):
+    """eps_t = mean predictive std of K=20 unmeasured configs / best; the last
+    round(eps_t * plan_size) slots of the plan are random, the rest come from the SA."""
+    agent, model, measured, plan, (n_guided, guided) = _plan_with_known_model(conv_space, std)
+    context = model.calls[0]  # contextual_eps runs right after the fit, before any SA scoring
+    assert len(context) == len(set(context)) == 20
+    assert not {conv_space.config(i) for i in context} & set(measured)  # drawn among unmeasured configs
+    assert agent.eps_t == pytest.approx(std)
+    assert n_guided == 16 - n_random and plan[:n_guided] == guided
+    assert len(plan) == 16 and not set(plan[n_guided:]) & set(guided)

@@ -7,6 +7,7 @@ CUDA: presampling and planning the first batch only call ``space.is_valid``.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import gymnasium as gym
@@ -16,6 +17,7 @@ import pytest
 import tune_gym  # noqa: F401  (registers the envs)
 from agents.base import make_agent, run
 from agents.presample import PresampleAgent, farthest_points, presample
+from tune_gym.measure.replay import ReplayBackend
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
@@ -170,3 +172,73 @@ def test_end_to_end_on_replay_is_deterministic():
     other = make_agent("presample", presample_limit=40, n_parallel=16)
     other.reset(agent.space, agent.task, seed=5)
     assert other.presampled.keys() != agent.presampled.keys()
+
+
+# ---------------------------------------------------------------------- synthetic validity on a replay space
+@pytest.fixture(scope="module")
+def conv_truth():
+    space = KnobSpace.for_task(Task.from_uri(CONV), "compact")
+    backend = ReplayBackend(DATA)
+    every = list(space)
+    return space, backend, {c: r.gflops for c, r in zip(every, backend.measure(space.task, space, every))}
+
+
+def _with_validity(space: KnobSpace, rule) -> KnobSpace:
+    """A copy of ``space`` whose compile-time check is ``rule`` (cheap and exactly known)."""
+    fake = copy.copy(space)
+    fake.is_valid = rule
+    return fake
+
+
+def test_first_batch_fills_with_invalid_configs_far_from_the_valid_ones(conv_truth):
+    """16 valid configs (one corner of the space) < n_valid = 25: E0 = all 16, then 34
+    invalid ones to reach n_init = 50, picked given the valid half, so none lies next to it."""
+    space = _with_validity(conv_truth[0], lambda c: c[0] == 0 and c[2] == 0 and c[3] == 0)
+    agent = PresampleAgent(presample_limit=space.size, n_parallel=32)
+    agent.reset(space, space.task, seed=0)
+    assert agent.n_presampled == 512 and agent.n_valid_found == 16
+    batch = agent.propose(50)
+    assert len(set(batch)) == 50 and set(batch[:16]) == agent.known_valid
+    assert all(c in agent.known_invalid for c in batch[16:])
+    valid, invalid = np.asarray(batch[:16]), np.asarray(batch[16:])
+    gap = np.abs(invalid[:, None, :] - valid[None, :, :]).sum(axis=2).min(axis=1)
+    assert gap.min() >= 2  # farthest-point picks given the valid half (3 here; 1 if picked on their own)
+
+
+def test_biased_sa_never_proposes_known_invalid_configs(conv_truth):
+    """The 30% fastest configs are (synthetically) known-invalid: the model, fed their real
+    throughput through E0, rates them best, yet the next plan holds none, in its SA part
+    (the -1e6 bias) nor in its random part (the agent's documented deviation)."""
+    space, backend, truth = conv_truth
+    cut = np.percentile(list(truth.values()), 70)
+    fake = _with_validity(space, lambda c: truth[c] < cut)
+    agent = PresampleAgent(presample_limit=space.size, n_parallel=32, sa_points=32, sa_steps=60, num_rounds=20,
+                           eps=0.4)  # 20 random slots: they skip known-invalid configs too
+    agent.reset(fake, space.task, seed=0)
+    first = agent.propose(50)
+    assert sum(c in agent.known_invalid for c in first) == 25
+    agent.observe(first, backend.measure(space.task, space, first))
+    plan = agent.propose(50)
+    assert agent.fitted and len(set(plan) | set(first)) == 100
+    assert not set(plan) & agent.known_invalid  # neither the SA's picks nor the random tail
+    rest = [c for c in space if c not in set(first)]
+    raw = agent.model.predict(agent.featurize(np.asarray(rest)))
+    top = [rest[i] for i in np.argsort(-raw, kind="stable")[:48]]
+    assert sum(c in agent.known_invalid for c in top) >= 24  # unbiased, the model would pick them
+
+
+def test_biased_sa_prefers_known_valid_configs(conv_truth):
+    """Half the space is presampled (all valid on LLVM); with the +1 bias the SA's picks are
+    mostly known-valid, clearly more than with the bias off."""
+    space, backend, _ = conv_truth
+    share = {}
+    for valid_bias in (1.0, 0.0):
+        agent = PresampleAgent(presample_limit=256, n_parallel=32, sa_points=32, sa_steps=60, num_rounds=20,
+                               valid_bias=valid_bias)
+        agent.reset(space, space.task, seed=2)
+        first = agent.propose(50)
+        agent.observe(first, backend.measure(space.task, space, first))
+        plan = agent.propose(50)
+        assert len(agent.known_valid) == 256 and not agent.known_invalid
+        share[valid_bias] = np.mean([c in agent.known_valid for c in plan[: 50 - round(0.05 * 50)]])
+    assert share[1.0] >= 0.85 and share[1.0] > share[0.0] + 0.2
