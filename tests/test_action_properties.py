@@ -27,7 +27,7 @@ import tune_gym  # noqa: F401  (registers the environments)
 from tune_gym.errors import SpaceError
 
 FORMATS = ("flat", "knobs", "index")
-TASK = "op://dense-v1/m32_n32_k32?target=llvm"
+TASK = "op://dense-v1/m32_n32_k32?weights=given&target=llvm"
 BATCH = 4
 PROPS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

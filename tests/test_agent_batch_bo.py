@@ -26,7 +26,7 @@ from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
 
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
-CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm"
+CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm"
 
 #: Small inner optimizers so each run takes a few seconds (the defaults are documented in the agent).
 FAST = {"plan_size": 16, "n_init": 16, "pool_size": 256, "sa_points": 16, "sa_steps": 20, "mc_samples": 32,

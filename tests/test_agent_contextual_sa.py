@@ -20,7 +20,7 @@ from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
 DATASET = "tests/data/tiny_compact.jsonl"
-CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm"
+CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm"
 
 
 def _small_agent(**kw) -> ContextualSAAgent:

@@ -16,7 +16,7 @@ from tune_gym.measure.result import MeasureResult
 from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
 
-CONV = Task.from_uri("op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm")
+CONV = Task.from_uri("op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm")
 #: knobs of the compact conv2d space: sketch (2), tile_n (1), tile_f, tile_y, tile_x, unroll (4 each)
 A = (0, 0, 0, 0, 0, 0)
 B = (1, 0, 3, 3, 3, 3)

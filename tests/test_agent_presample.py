@@ -23,7 +23,7 @@ from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
 
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
-CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm"
+CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm"
 CUDA = "resnet18:1@cuda"
 #: presampling budget per preset: small, since a validity check costs 20-100 ms on CUDA.
 LIMIT = {"full": 80, "compact": 60}

@@ -17,7 +17,7 @@ from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
 DATASET = Path(__file__).parent / "data" / "tiny_compact.jsonl"
-CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm"
+CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm"
 #: Tiny search budgets so an agent run takes seconds.
 TINY = {"n_starts": 16, "max_steps": 20, "num_rounds": 30}
 

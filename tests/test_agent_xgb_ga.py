@@ -29,9 +29,9 @@ from tune_gym.tasks import Task
 
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
 C16_DATA = Path(__file__).parent / "data" / "transfer_conv2d_c16.jsonl"
-CONV = Task.from_uri("op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm")
-CONV16 = Task.from_uri("op://conv2d_nchw-v1/n1_c16_h8_w8_k8_r3_s1_p1_d1?target=llvm")
-DENSE = Task.from_uri("op://dense-v1/m32_n32_k32?target=llvm")
+CONV = Task.from_uri("op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm")
+CONV16 = Task.from_uri("op://conv2d_nchw-v1/n1_c16_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm")
+DENSE = Task.from_uri("op://dense-v1/m32_n32_k32?weights=given&target=llvm")
 BOTH = [str(DATA), str(C16_DATA)]
 
 

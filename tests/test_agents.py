@@ -13,8 +13,8 @@ from agents.base import list_agents, make_agent, run
 from tune_gym.tasks import Task
 
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
-CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?target=llvm"
-DENSE = "op://dense-v1/m32_n32_k32?target=llvm"
+CONV = "op://conv2d_nchw-v1/n1_c8_h8_w8_k8_r3_s1_p1_d1?weights=given&target=llvm"
+DENSE = "op://dense-v1/m32_n32_k32?weights=given&target=llvm"
 
 #: Options that keep each agent's inner optimizer small in tests (the defaults are the papers').
 FAST = {

@@ -14,7 +14,7 @@ import pytest
 
 from tune_gym.cli import main
 
-DENSE = "op://dense-v1/m32_n32_k32?target=llvm"
+DENSE = "op://dense-v1/m32_n32_k32?weights=given&target=llvm"
 
 
 def test_tasks_and_space(capsys):

@@ -135,3 +135,16 @@ def test_cuda_validity_without_gpu():
 def test_unknown_preset():
     with pytest.raises(SpaceError, match="unknown space preset"):
         KnobSpace(Task.parse("resnet18:1"), "tiny")
+
+
+@pytest.mark.parametrize("preset", ["compact", "full"])
+def test_knob_space_is_the_same_with_packed_and_given_weights(conv_task, dense_task, preset):
+    for task in (conv_task, dense_task.with_weights("packed")):
+        packed, given = KnobSpace.for_task(task, preset), KnobSpace.for_task(task.with_weights("given"), preset)
+        assert task.weights == "packed" and packed is not given  # the weight layout is part of the cache key
+        assert packed.knobs == given.knobs and packed.size == given.size
+        assert packed.sketch_sizes == given.sketch_sizes and (packed.active_mask == given.active_mask).all()
+        cfg = packed.sample(np.random.default_rng(0), 1)[0]
+        # Only the packed task's schedule rewrites the weight layout (MetaSchedule's RewriteLayout).
+        assert "meta_schedule.layout_rewrite_preproc" in packed.apply(cfg)[0].mod.script()
+        assert "meta_schedule.layout_rewrite_preproc" not in given.apply(cfg)[0].mod.script()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tune_gym.errors import TaskError
 from tune_gym.tasks import OPS, TargetSpec, Task
 from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS
-from tune_gym.tasks.task import DTYPES
+from tune_gym.tasks.task import DTYPES, WEIGHT_LAYOUTS, default_weights
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -63,17 +63,26 @@ targets = st.one_of(
 )
 
 
+def packable(op: str, target: TargetSpec) -> bool:
+    return target.kind == "llvm" and bool(OPS[op].weights) and not OPS[op].no_packing
+
+
 @st.composite
 def valid_tasks(draw: st.DrawFn) -> Task:
     op = draw(st.sampled_from(sorted(OPS)))
     params = draw(valid_params(op))
-    return Task(op, tuple(params.items()), draw(st.sampled_from(DTYPES)), draw(targets))
+    target = draw(targets)
+    weights = draw(st.sampled_from(["", *WEIGHT_LAYOUTS] if packable(op, target) else ["", "given"]))
+    return Task(op, tuple(params.items()), draw(st.sampled_from(DTYPES)), target, weights)
 
 
 def assert_sound(task: Task) -> None:
     """A task that exists round-trips and builds TE tensors of the shapes it states."""
     assert Task.from_uri(task.uri) == task
     assert str(Task.parse(task.uri)) == task.uri
+    assert task.weights in WEIGHT_LAYOUTS
+    assert ("weights=" in task.uri) == (task.weights != default_weights(task.op, task.target))
+    assert task.weights == "given" or packable(task.op, task.target)
     assert all(1 <= v <= MAX_DIM or (v == 0 and k in ("p", "op")) for k, v in task.params)
     shapes = [*task.input_shapes, task.output_shape()]
     assert sum(math.prod(s) for s in shapes) <= MAX_ELEMENTS and 0 < task.flops <= MAX_FLOPS
@@ -100,8 +109,51 @@ def test_valid_tasks_round_trip_and_build(task):
     again = Task.from_uri(task.uri)
     assert again == task and str(again) == str(task) == task.uri
     assert TargetSpec.from_str(str(task.target)) == task.target
-    assert Task.make(task.op, target=str(task.target), dtype=task.dtype, **task.param_dict) == task
+    assert Task.make(task.op, target=str(task.target), dtype=task.dtype, weights=task.weights,
+                     **task.param_dict) == task
+    assert task.with_weights(task.weights) == task and task.with_target(task.target) == task
     assert_sound(task)
+
+
+@given(task=valid_tasks(), data=st.data())
+@FAST
+def test_weights_field_round_trips_in_any_query_order(task, data):
+    head, _, query = task.uri.partition("?")
+    fields = query.split("&")
+    explicit = [f"weights={task.weights}"] if "weights=" not in query else []
+    first = [f for f in fields if not f.startswith("target=") and f.split("=")[0] in ("dtype", "weights")]
+    target = [f for f in fields if f not in first]  # target= and its options, in order
+    shuffled = data.draw(st.permutations([*first, *explicit]))
+    again = Task.from_uri(f"{head}?{'&'.join([*shuffled, *target])}")
+    assert again == task and again.uri == task.uri
+
+
+def test_weights_default_is_packed_on_llvm_and_omitted():
+    dense = Task.make("dense", m=32, n=32, k=32)
+    assert dense.weights == "packed" and dense.packed and dense.uri == "op://dense-v1/m32_n32_k32?target=llvm"
+    given = dense.with_weights("given")
+    assert given.uri == "op://dense-v1/m32_n32_k32?weights=given&target=llvm" and given != dense
+    assert Task.from_uri("op://dense-v1/m32_n32_k32?target=llvm&weights=given") == given
+    assert Task.from_uri("op://dense-v1/m32_n32_k32?weights=packed") == dense
+    assert Task.make("dense", m=32, n=32, k=32, weights="given") == given
+    assert dense.with_weights("") == dense and given.with_weights("") == dense
+    # cuda, ops without weights and conv2d_transpose: given is the default and the only value.
+    assert dense.with_target("cuda").weights == "given" and dense.with_target("cuda").uri.endswith("?target=cuda")
+    assert dense.with_target("cuda").with_target("llvm") == dense  # the default follows the target
+    assert given.with_target("cuda&arch=sm_80") == dense.with_target("cuda&arch=sm_80")
+    # A task is what its URI says: given is cuda's default, so it is not kept back on llvm.
+    assert given.with_target("cuda").with_target("llvm") == dense
+    assert given.with_target("llvm&cores=2").weights == "given"  # an explicit layout is kept
+    assert Task.parse("resnet18:1@cuda").weights == "given" and Task.parse("resnet18:1").weights == "packed"
+    assert Task.make("batch_matmul", b=2, m=4, n=4, k=4).weights == "given"
+    assert Task.make("conv2d_transpose_nchw", c=8, h=4, w=4, k=8, r=4, s=2, p=1).weights == "given"
+    # The task's module marks exactly the op's weights layout-free when packed, nothing when given.
+    assert [int(i) for i in dense.ir_module()["main"].attrs["layout_free_buffers"]] == [1]
+    assert "layout_free_buffers" not in given.ir_module()["main"].attrs
+    conv = Task.make("conv2d_nchw", c=16, h=14, w=14, k=16, r=3, p=1)  # topi does not mark conv2d's weight
+    assert [int(i) for i in conv.ir_module()["main"].attrs["layout_free_buffers"]] == [1]
+    bmm = Task.make("batch_matmul", b=2, m=4, n=4, k=4)  # topi marks B, an activation in attention
+    assert "layout_free_buffers" not in bmm.ir_module()["main"].attrs
 
 
 def test_parameters_in_any_order_and_defaults_give_the_canonical_form():
@@ -159,6 +211,16 @@ def test_limits_are_reachable():
     ("op://dense-v1/m1_n1_k1?" + "x" * 5000, "at most 4096"),
     ("resnet18:\u00b2", "unknown task"),
     ("resnet18:1@rocm", "unknown target kind 'rocm'"),
+    ("op://dense-v1/m1_n1_k1?weights=pack", r"unknown weights='pack'; accepted: packed, given"),
+    ("op://dense-v1/m1_n1_k1?weights=PACKED&target=llvm", r"unknown weights='PACKED'; accepted: packed, given"),
+    ("op://dense-v1/m1_n1_k1?weights=given&weights=packed", "'weights' given twice"),
+    ("op://dense-v1/m1_n1_k1?weights=&target=llvm", "malformed field 'weights='"),
+    ("op://dense-v1/m1_n1_k1?weights=packed&target=cuda",
+     r"target cuda does not support weights='packed' .*; accepted there: given"),
+    ("op://batch_matmul-v1/b1_m1_n1_k1?weights=packed", r"op batch_matmul has no weight inputs.*; accepted: given"),
+    ("op://conv2d_transpose_nchw-v1/c4_h4_w4_k4_r3?weights=packed",
+     r"op conv2d_transpose_nchw does not offer weights='packed' \(apache-tvm 0.27.*; accepted: given"),
+    ("resnet18:1@llvm&weights=given", "unknown option 'weights'"),  # a task option, not a target option
 ])
 def test_bad_input_names_the_parameter_and_range(uri, message):
     with pytest.raises(TaskError, match=message):
@@ -191,6 +253,12 @@ def test_non_strings_are_refused_naming_the_type(value):
     (lambda: TargetSpec("llvm", (("cores", "1"), ("cores", "2"))), "'cores' given twice"),
     (lambda: TargetSpec("llvm", (("cores", 4.0),)), "'cores' must be a str, got float"),
     (lambda: TargetSpec(None), "unknown target kind None"),
+    (lambda: Task.make("dense", m=1, n=1, k=1, weights=None), "unknown weights=None; accepted: packed, given"),
+    (lambda: Task.make("dense", m=1, n=1, k=1, weights="Packed"), "unknown weights='Packed'"),
+    (lambda: Task("dense", (("m", 1), ("n", 1), ("k", 1)), "float32", TargetSpec(), 1), "unknown weights=1"),
+    (lambda: Task.make("dense", m=1, n=1, k=1, target="cuda", weights="packed"), "target cuda does not support"),
+    (lambda: Task.make("dense", m=1, n=1, k=1, weights="given").with_target("cuda").with_weights("packed"),
+     "target cuda does not support"),
 ])
 def test_constructors_refuse_bad_values(call, message):
     with pytest.raises(TaskError, match=message):
@@ -210,10 +278,10 @@ SEGMENT = st.one_of(
 FIELD = st.one_of(
     st.builds(lambda k, v: f"{k}={v}",
               st.sampled_from(["cores", "mcpu", "arch", "max_threads_per_block", "max_shared_memory_per_block",
-                               "dtype", "target", "foo", ""]),
+                               "dtype", "target", "weights", "foo", ""]),
               st.one_of(st.integers(-5, 10**12).map(str), st.text("abcdefgmnpsuvxz_0123456789-.", max_size=12),
                         st.sampled_from(["llvm", "cuda", "float16", "int8", "znver3", "native", "sm_80", "sm_1",
-                                         "sm_900", "1e3", "+4", "4_0", " 4"]))),
+                                         "sm_900", "1e3", "+4", "4_0", " 4", "packed", "given"]))),
     st.text(max_size=8),
 )
 
@@ -263,9 +331,10 @@ ANY_VALUE = st.one_of(st.integers(-3, 80000), st.integers(), st.booleans(), st.f
                       st.text(max_size=3), st.sampled_from([0, 1, 2, 3, 65536, 65537]))
 
 
-@given(op=st.sampled_from([*sorted(OPS), "nope"]), data=st.data(), dtype=st.sampled_from([*DTYPES, "int8", None]))
+@given(op=st.sampled_from([*sorted(OPS), "nope"]), data=st.data(), dtype=st.sampled_from([*DTYPES, "int8", None]),
+       weights=st.sampled_from(["", *WEIGHT_LAYOUTS, "pack", None, 1]))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_make_with_arbitrary_values_is_sound_or_refused(op, data, dtype):
+def test_make_with_arbitrary_values_is_sound_or_refused(op, data, dtype, weights):
     names = list(OPS[op].params) if op in OPS else ["m"]
     chosen = data.draw(st.lists(st.sampled_from([*names, "zz"]), unique=True, max_size=len(names) + 1))
     params = {name: data.draw(st.one_of(ANY_VALUE, st.integers(1, 16)), label=name) for name in chosen}
@@ -273,7 +342,7 @@ def test_make_with_arbitrary_values_is_sound_or_refused(op, data, dtype):
                                            st.one_of(st.text(max_size=6), st.integers(-2, 2000))), max_size=2))
     target = data.draw(st.sampled_from(["llvm", "cuda"]))
     try:
-        task = Task.make(op, target=TargetSpec(target, tuple(options)), dtype=dtype, **params)
+        task = Task.make(op, target=TargetSpec(target, tuple(options)), dtype=dtype, weights=weights, **params)
     except TaskError:
         return
     assert_sound(task)

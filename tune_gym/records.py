@@ -270,13 +270,19 @@ def export_database(records: Iterable[Record], directory: str | os.PathLike[str]
     """Write the best config of each task as a MetaSchedule JSON database in ``directory``.
 
     Existing ``database_workload.json`` / ``database_tuning_record.json`` there are replaced.
-    The workload committed for a task is ``KnobSpace.for_task(task, preset).mod`` (the task's
-    module without the ``layout_free_buffers`` attribute); the database answers queries for
-    that exact module, so compile with it::
+    The workload committed for a task is ``KnobSpace.for_task(task, preset).mod``, which is
+    ``task.ir_module()``: with ``weights=packed`` its weights are marked ``layout_free_buffers``,
+    with ``weights=given`` nothing is. The database answers queries for that exact module, so
+    compile with it::
 
         db = load_database(directory)
         sch = ms().tir_integration.compile_tir(db, space.mod, space.target)  # a Schedule
         lib = tvm().compile(sch.mod, target=space.target)
+
+    For a packed task the schedule keeps MetaSchedule's weight layout rewrite block, so ``lib``
+    takes weights in the op's own layout and converts them on every call; a deployed model
+    splits that block off and runs it once (Relax's ``SplitLayoutRewritePreproc``), and
+    ``RemoveWeightLayoutRewriteBlock`` gives the kernel alone, as the live backend times it.
 
     Returns:
         ``directory`` as a Path.

@@ -40,6 +40,8 @@ __all__ = ["PRESETS", "Config", "Knob", "KnobSpace", "perfect_tiles"]
 
 Config = tuple[int, ...]
 PRESETS = ("full", "compact")
+#: Block annotation of MetaSchedule's weight layout preprocessing blocks (RewriteLayout).
+LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
 
 
 @dataclass(frozen=True)
@@ -116,22 +118,18 @@ def _compact_rules(kind: str) -> list[Any]:
     ]
 
 
-def _strip_layout_free(mod: Any) -> Any:
-    """Drop ``layout_free_buffers`` so kernels keep their inputs' layout (see KnobSpace)."""
-    func = mod["main"]
-    if func.attrs is not None and "layout_free_buffers" in func.attrs:
-        attrs = {k: v for k, v in func.attrs.items() if k != "layout_free_buffers"}
-        func = func.with_attrs(attrs) if hasattr(func, "with_attrs") else func
-        func = func.without_attr("layout_free_buffers")
-    return tvm().IRModule({"main": func})
-
-
 class KnobSpace:
     """The knobs of one task's design space, with encode/decode, sampling and validity.
 
-    Weights keep their given layout: the ``layout_free_buffers`` hint that lets MetaSchedule
-    pre-pack weights is removed, so a measured kernel does all the work of the op and its
-    output can be checked against a reference on the same inputs.
+    The space is that of the task's module (:meth:`Task.ir_module`), so it follows the task's
+    ``weights`` option: with ``packed`` (the default on CPUs) the weights are marked
+    ``layout_free_buffers`` and :meth:`apply` runs MetaSchedule's ``RewriteLayout`` postproc,
+    which picks the weight layout the schedule reads best and adds a preprocessing block
+    (annotated ``meta_schedule.layout_rewrite_preproc``) that converts the weights to it; the
+    measurement backends remove that block before building and feed the kernel pre-packed
+    weights, as MetaSchedule's builder does. With ``given`` the kernel reads the weights in
+    the op's own layout. Knobs and sizes are the same in both modes (the postprocs do not
+    sample), so a config means the same decisions in both.
 
     Build with :meth:`for_task` (cached per process). Not thread-safe for concurrent
     validity checks; the measurement backends use one space per process.
@@ -144,7 +142,7 @@ class KnobSpace:
         self.preset = preset
         tv, m = tvm(), ms()
         self._tvm = tv
-        self.mod = _strip_layout_free(task.ir_module())
+        self.mod = task.ir_module()
         self.target = task.target.tvm_target()
         kind = task.target.kind
         rules = kind if preset == "full" else _compact_rules(kind)
@@ -493,6 +491,8 @@ class KnobSpace:
                         return None, f"rejected by postproc {type(p).__name__}"
                 except Exception as err:
                     return None, f"postproc {type(p).__name__} failed: {str(err).strip()[:300]}"
+        if self.task.packed:
+            _annotate_preproc_as_stored(sch)
         return sch, ""
 
     def is_valid(self, config: Config) -> bool:
@@ -502,6 +502,23 @@ class KnobSpace:
         it needs no GPU. On LLVM nearly every config is valid.
         """
         return self.apply(config)[0] is not None
+
+
+def _annotate_preproc_as_stored(sch: Any) -> None:
+    """Re-annotate RewriteLayout's preprocessing blocks with ``1`` instead of ``True``.
+
+    MetaSchedule's JSON database writes the annotation value ``True`` as ``1``, so a schedule
+    compiled from an exported record (``compile_tir``) would differ from the measured one in
+    that value alone; with ``1`` here both are the same module. Any value marks the block.
+    """
+    todo = [sch.get_sblock("root")]
+    while todo:
+        for rv in sch.get_child_blocks(todo.pop()):
+            todo.append(rv)
+            value = sch.get(rv).annotations.get(LAYOUT_REWRITE_PREPROC)
+            if value is not None and type(value) is not int:
+                sch.unannotate(rv, LAYOUT_REWRITE_PREPROC)
+                sch.annotate(rv, LAYOUT_REWRITE_PREPROC, 1)
 
 
 def _count_loops(mod: Any) -> int:

@@ -12,6 +12,11 @@ Design:
     * The first kernel of each task that runs is checked against PyTorch on random inputs;
       a mismatch is recorded as ``wrong_result`` and the next running kernel is checked
       again, until one passes.
+    * Tasks with ``weights=packed``: the builder removes the schedule's weight layout rewrite
+      blocks as MetaSchedule's builder does, and the runner passes the kernel its weights
+      pre-packed with the rewrite's index map (:mod:`tune_gym.measure.workers`), so the
+      transform is not timed. The check runs that same kernel on the packed copy of the
+      inputs PyTorch gets.
 
 MetaSchedule's ``LocalBuilder`` was not used: it starts a fresh process pool for every
 batch, and each fresh worker imports TVM's tensor intrinsics (tens of seconds on this
@@ -173,7 +178,9 @@ class LiveBackend:
                 results[i] = MeasureResult.failure(kind, _message(outcome.value), flops, build_secs=build_secs)
                 continue
             check = task.uri if self.config.check_correctness and task.uri not in self._checked else None
-            job = {**spec, "path": outcome.value, "check_task": check}
+            built_kernel = outcome.value
+            job = {**spec, "path": built_kernel["path"], "args": built_kernel["args"],
+                   "packs": built_kernel["packs"], "check_task": check}
             t0 = time.perf_counter()
             try:
                 out = run_pool.submit(run_artifact, job).result()

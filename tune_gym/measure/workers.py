@@ -2,10 +2,21 @@
 
 They are sent to TVM's ``PopenPoolExecutor`` workers: a crash or hang here kills only the
 worker, which the pool restarts lazily, and the caller records the config as failed.
+
+Pre-packed weights (a task's ``weights=packed``): a scheduled module then holds one
+preprocessing block per rewritten weight (annotated ``meta_schedule.layout_rewrite_preproc``,
+``packed[f(i)] = weight[i]``). :func:`build_artifact` reads each block's index map ``f`` as a
+:data:`Pack`, then removes the blocks with ``RemoveWeightLayoutRewriteBlock`` exactly as
+MetaSchedule's builder (``default_build``) does, so the built kernel takes the packed weights as
+its arguments. :func:`run_artifact` draws the inputs in the op's own layout, packs the weights
+with those maps (:func:`pack_weight`, numpy) and times and checks the built kernel on them; the
+PyTorch reference runs on the unpacked inputs. So the kernel that is checked is the kernel
+that is timed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -13,7 +24,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["build_artifact", "init_worker", "reference_output", "run_artifact"]
+from tune_gym.space import LAYOUT_REWRITE_PREPROC
+
+__all__ = ["Pack", "build_artifact", "init_worker", "pack_weight", "reference_output",
+           "run_artifact", "weight_packs"]
+
+#: One weight layout rewrite: ``(input index, packed shape, index expressions)``. Each index
+#: expression gives one packed coordinate from the weight's coordinates as a tree of tuples:
+#: ``("var", axis)``, ``("const", value)`` or ``(op, lhs, rhs)`` with ``op`` one of ``add``,
+#: ``sub``, ``mul``, ``floordiv``, ``floormod``; ``packed[exprs(i)] = weight[i]`` for every ``i``.
+Pack = tuple[int, tuple[int, ...], tuple[Any, ...]]
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "floordiv", "FloorMod": "floormod"}
 
 
 def init_worker() -> None:
@@ -21,22 +42,126 @@ def init_worker() -> None:
     import tvm  # noqa: F401
 
 
-def build_artifact(job: tuple[Any, dict[str, Any]]) -> str:
+def _index_expr(expr: Any, axes: list[Any]) -> Any:
+    """A TIR index expression over ``axes`` as a tuple tree (see :data:`Pack`)."""
+    kind = type(expr).__name__
+    if kind == "IntImm":
+        return ("const", int(expr.value))
+    if kind == "Var":
+        axis = next((i for i, v in enumerate(axes) if v.same_as(expr)), None)
+        if axis is not None:
+            return ("var", axis)
+    if kind in _BINARY:
+        return (_BINARY[kind], _index_expr(expr.a, axes), _index_expr(expr.b, axes))
+    raise ValueError(f"unsupported index expression {expr} ({kind}) in a weight layout rewrite")
+
+
+def weight_packs(mod: Any) -> list[Pack]:
+    """The weight layout rewrites of a scheduled module's ``main``, one per preprocessing block.
+
+    Raises:
+        ValueError: a preprocessing block is not the plain copy ``packed[f(i)] = weight[i]``
+            of one of the function's inputs that RewriteLayout makes.
+    """
+    import tvm
+
+    params = list(mod["main"].params)
+    sch = tvm.s_tir.Schedule(mod)
+    out: list[Pack] = []
+    todo = [sch.get_sblock("root")]
+    while todo:
+        for rv in sch.get_child_blocks(todo.pop()):
+            todo.append(rv)
+            block = sch.get(rv)
+            if LAYOUT_REWRITE_PREPROC not in block.annotations:
+                continue
+            store, axes = block.body, [iv.var for iv in block.iter_vars]
+            load = getattr(store, "value", None)
+            source = getattr(load, "source", None)
+            index = next((i for i, p in enumerate(params) if source is not None and p.same_as(source)), None)
+            if index is None or load is None:
+                raise ValueError(f"weight layout rewrite block {block.name_hint!r} does not copy an input")
+            plain = (type(store).__name__ == "BufferStore"
+                     and len(load.indices) == len(axes) and all(a.same_as(v) for a, v in zip(load.indices, axes))
+                     and [(int(iv.dom.min), int(iv.dom.extent)) for iv in block.iter_vars]
+                     == [(0, int(x)) for x in params[index].shape])
+            if not plain:
+                raise ValueError(f"weight layout rewrite block {block.name_hint!r} is not a plain copy of an input")
+            packed = tuple(int(x) for x in store.buffer.shape)
+            out.append((index, packed, tuple(_index_expr(e, axes) for e in store.indices)))
+    return out
+
+
+def _eval_index(expr: Any, grid: list[np.ndarray]) -> Any:
+    op = expr[0]
+    if op == "var":
+        return grid[expr[1]]
+    if op == "const":
+        return expr[1]
+    a, b = _eval_index(expr[1], grid), _eval_index(expr[2], grid)
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "floordiv":
+        return a // b  # numpy's // and % on ints floor, as TIR's floordiv / floormod
+    if op == "floormod":
+        return a % b
+    raise ValueError(f"unknown index operation {op!r}")
+
+
+def pack_weight(weight: np.ndarray, pack: Pack) -> np.ndarray:
+    """``weight`` in the packed layout of ``pack`` (``packed[exprs(i)] = weight[i]``).
+
+    Raises:
+        ValueError: the map is not a bijection onto the packed shape.
+    """
+    _, shape, exprs = pack
+    sparse: tuple[np.ndarray, ...] = tuple(np.indices(weight.shape, sparse=True))
+    grid = [np.asarray(g, dtype=np.int64) for g in sparse]
+    coords = [np.broadcast_to(_eval_index(e, grid), weight.shape) for e in exprs]
+    if len(coords) != len(shape) or any(c.size and (c.min() < 0 or c.max() >= n) for c, n in zip(coords, shape)):
+        raise ValueError(f"weight layout rewrite maps {weight.shape} outside the packed shape {shape}")
+    flat = np.ravel_multi_index(tuple(coords), shape)
+    if math.prod(shape) != weight.size or (flat.size and np.bincount(flat.reshape(-1)).max() > 1):
+        raise ValueError(f"weight layout rewrite {weight.shape} -> {shape} is not a bijection")
+    packed = np.empty(shape, dtype=weight.dtype)
+    packed.reshape(-1)[flat.reshape(-1)] = weight.reshape(-1)
+    return packed
+
+
+def build_artifact(job: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
     """Compile a scheduled IRModule for a target and export it as a shared library.
+
+    Weight layout rewrite blocks are read (:func:`weight_packs`) and then removed, as
+    MetaSchedule's ``default_build`` does (``RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=
+    True)``), so the kernel takes pre-packed weights.
 
     Args:
         job: ``(IRModule, resolved target dict)``.
 
     Returns:
-        Path of the ``.so`` file (in a fresh temporary directory the runner deletes).
+        ``{"path": the .so file (in a fresh temporary directory the runner deletes), "args":
+        [(shape, dtype)] of the kernel's arguments (packed shapes for packed weights, as
+        MetaSchedule's ``ArgInfo`` reports them), "packs": [Pack]}``.
     """
     import tvm
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     mod, target = job
+    packs = weight_packs(mod)
+    if packs:
+        mod = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    args = [(tuple(int(x) for x in info.shape), str(info.dtype)) for info in ArgInfo.from_prim_func(mod["main"])]
+    for index, shape, _ in packs:
+        if args[index][0] != shape:
+            raise ValueError(f"input {index}: packed shape {shape} but the built kernel takes {args[index][0]}")
     lib = tvm.compile(mod, target=tvm.target.Target(target))
     path = os.path.join(tempfile.mkdtemp(prefix="tune_gym_"), "kernel.so")
     lib.export_library(path)
-    return path
+    return {"path": path, "args": args, "packs": packs}
 
 
 def _inputs(shapes: list[tuple[int, ...]], dtype: str, seed: int) -> list[np.ndarray]:
@@ -60,10 +185,12 @@ def run_artifact(job: dict[str, Any]) -> dict[str, Any]:
     """Load a built kernel, time it, optionally check its output, then delete the artifact.
 
     Args:
-        job: ``path``; ``device`` ("cpu"/"cuda"); ``inputs`` (list of shapes), ``output``
-            (shape), ``dtype``; ``number``, ``repeat``, ``min_repeat_ms``, ``flush_cache``;
-            ``check_task`` (a task URI to check against PyTorch, or None); ``seed``;
-            ``adaptive`` (None, or a dict for :func:`tune_gym.measure.adaptive.adaptive_costs`).
+        job: ``path``; ``device`` ("cpu"/"cuda"); ``inputs`` (list of shapes in the op's own
+            layout), ``output`` (shape), ``dtype``; ``packs`` (the build's :data:`Pack` s: those
+            inputs are passed packed) and ``args`` (the build's argument shapes, checked);
+            ``number``, ``repeat``, ``min_repeat_ms``, ``flush_cache``; ``check_task`` (a task
+            URI to check against PyTorch, or None); ``seed``; ``adaptive`` (None, or a dict for
+            :func:`tune_gym.measure.adaptive.adaptive_costs`).
 
     Returns:
         ``{"costs": [seconds per call per repeat], "check_error": str | None, "extra": {...}}``.
@@ -75,7 +202,15 @@ def run_artifact(job: dict[str, Any]) -> dict[str, Any]:
         lib = tvm.runtime.load_module(path)
         dev = tvm.cuda(0) if job["device"] == "cuda" else tvm.cpu(0)
         host = _inputs(job["inputs"], job["dtype"], job["seed"])
-        args = [tvm.runtime.tensor(x, dev) for x in host]
+        kernel_inputs = list(host)
+        for pack in job.get("packs") or ():
+            kernel_inputs[pack[0]] = pack_weight(host[pack[0]], pack)
+        if job.get("args"):
+            want = [tuple(shape) for shape, _ in job["args"]]
+            got = [x.shape for x in kernel_inputs] + [tuple(job["output"])]
+            if got != want:
+                raise ValueError(f"argument shapes {got} do not match the built kernel's {want}")
+        args = [tvm.runtime.tensor(x, dev) for x in kernel_inputs]
         out = tvm.runtime.tensor(np.zeros(job["output"], dtype=job["dtype"]), dev)
         check_error = None
         if job.get("check_task"):

@@ -86,6 +86,12 @@ class OpDef:
         bounds: the op's cross-parameter rules as :class:`Bound` s, computed from parameters
             that passed the per-parameter ranges and checked in order (the first one that
             fails is reported, so a later bound may assume the earlier ones hold).
+        weights: indices of the inputs that are model weights (constants of a deployed
+            model, whose layout can be rewritten once ahead of time: a task's
+            ``weights=packed`` marks them ``layout_free_buffers``). Empty where every input is
+            an activation (``batch_matmul`` is attention's ``Q.K^T`` / ``P.V``).
+        no_packing: why ``weights=packed`` is not offered although the op has weights (``""``:
+            it is offered).
     """
 
     name: str
@@ -100,6 +106,8 @@ class OpDef:
     output_shape: Callable[[Params], Shape] = field(kw_only=True)
     scratch_shapes: Callable[[Params], list[Shape]] = field(default=lambda q: [], kw_only=True)
     bounds: Callable[[Params], list[Bound]] = field(default=lambda q: [], kw_only=True)
+    weights: tuple[int, ...] = field(default=(), kw_only=True)
+    no_packing: str = field(default="", kw_only=True)
 
     def check(self, params: Mapping[str, Any]) -> Params:
         """Fill defaults and validate, returning params in canonical order.
@@ -282,6 +290,12 @@ def _tconv_bounds(q: Params) -> list[Bound]:
     return out
 
 
+_TCONV_NO_PACKING = (
+    "apache-tvm 0.27's RewriteLayout miscompiles the flipped kernel read of topi's conv2d_transpose "
+    "(it simplifies (3-h)//2 to h//-2+1), giving wrong results for about 1 in 3 random full-space configs"
+)
+
+
 def _tconv_build(q: Params, dtype: str) -> list[Any]:
     from tvm import te, topi
 
@@ -377,7 +391,7 @@ OPS: dict[str, OpDef] = {
             "2-D convolution, NCHW, square kernel r, stride s, padding p, dilation d",
             defaults={"n": 1, "s": 1, "p": 0, "d": 1},
             output_shape=_conv2d_output, scratch_shapes=lambda q: _padded(q, ("h", "w")),
-            bounds=lambda q: _window_bounds(q, ("h", "w"), dilated=True),
+            bounds=lambda q: _window_bounds(q, ("h", "w"), dilated=True), weights=(1,),
         ),
         OpDef(
             "depthwise_conv2d_nchw", 1, ("n", "c", "h", "w", "m", "r", "s", "p"),
@@ -385,13 +399,15 @@ OPS: dict[str, OpDef] = {
             "depthwise 2-D convolution, NCHW, channel multiplier m",
             defaults={"n": 1, "m": 1, "s": 1, "p": 0},
             output_shape=_dw_output, scratch_shapes=lambda q: _padded(q, ("h", "w")), bounds=_dw_bounds,
+            weights=(1,),
         ),
         OpDef(
             "conv2d_transpose_nchw", 1, ("n", "c", "h", "w", "k", "r", "s", "p", "op"),
             _tconv_build, _tconv_flops, _tconv_inputs, _tconv_torch,
             "transposed 2-D convolution, NCHW, output padding op",
             defaults={"n": 1, "s": 1, "p": 0, "op": 0},
-            output_shape=_tconv_output, scratch_shapes=_tconv_scratch, bounds=_tconv_bounds,
+            output_shape=_tconv_output, scratch_shapes=_tconv_scratch, bounds=_tconv_bounds, weights=(1,),
+            no_packing=_TCONV_NO_PACKING,
         ),
         OpDef(
             "conv1d_ncw", 1, ("n", "c", "w", "k", "r", "s", "p"),
@@ -399,13 +415,13 @@ OPS: dict[str, OpDef] = {
             "1-D convolution, NCW",
             defaults={"n": 1, "s": 1, "p": 0},
             output_shape=_c1_output, scratch_shapes=lambda q: _padded(q, ("w",)),
-            bounds=lambda q: _window_bounds(q, ("w",)),
+            bounds=lambda q: _window_bounds(q, ("w",)), weights=(1,),
         ),
         OpDef(
             "dense", 1, ("m", "n", "k"),
             _dense_build, lambda q: 2 * q["m"] * q["n"] * q["k"], _dense_inputs, _dense_torch,
             "matmul Y[m,n] = X[m,k] . W[n,k]^T (a fully connected layer)",
-            output_shape=lambda q: (q["m"], q["n"]),
+            output_shape=lambda q: (q["m"], q["n"]), weights=(1,),
         ),
         OpDef(
             "batch_matmul", 1, ("b", "m", "n", "k"),

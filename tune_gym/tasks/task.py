@@ -1,13 +1,30 @@
-"""A tuning task: one operator instance, one dtype, one target, addressed by a versioned URI.
+"""A tuning task: one operator instance, one dtype, one weight layout, one target, addressed by a
+versioned URI.
 
 URI grammar (stable; the op version bumps when an op's meaning changes)::
 
-    op://<op>-v<version>/<p1><v1>_<p2><v2>...?[dtype=<dtype>&]target=<kind>[&<opt>=<val>...]
+    op://<op>-v<version>/<p1><v1>_<p2><v2>...?[dtype=<dtype>&][weights=<layout>&]target=<kind>[&<opt>=<val>...]
 
 e.g. ``op://conv2d_nchw-v1/n1_c64_h56_w56_k64_r3_s1_p1_d1?target=llvm``. Parameters appear in
-the op's fixed order; ``dtype`` is omitted when it is ``float32``. Parsing accepts omitted
-parameters that have defaults and any parameter order, and ``str(Task.from_uri(u))`` is the
-canonical form.
+the op's fixed order; ``dtype`` is omitted when it is ``float32`` and ``weights`` when it is the
+default for the op and target. Parsing accepts omitted parameters that have defaults, any
+parameter order and any order of the query fields, and ``str(Task.from_uri(u))`` is the canonical
+form (``dtype``, ``weights``, then ``target`` followed by its options).
+
+``weights`` (:data:`WEIGHT_LAYOUTS`) says in which layout the kernel receives the op's weight
+inputs (:attr:`OpDef.weights <tune_gym.tasks.ops.OpDef.weights>`: the conv kernels, the dense
+matrix):
+
+* ``packed``: in a layout the schedule chooses. The task's function marks the weights
+  ``layout_free_buffers``, so MetaSchedule's ``RewriteLayout`` postproc moves the weight
+  layout transform into a preprocessing block, which is removed before building (as
+  MetaSchedule's builder does, and as a deployed model does the transform once ahead of
+  time). Kernels are timed on pre-packed weights. The default on ``llvm`` for ops with weights.
+* ``given``: in the op's own layout (the ``layout_free_buffers`` hint is removed), so a kernel
+  does all the work of the op on the inputs as PyTorch takes them. The default on ``cuda``
+  (MetaSchedule's CUDA postprocs do not rewrite layouts), for ops without weight inputs
+  (``batch_matmul``) and for ``conv2d_transpose_nchw`` (TVM 0.27 miscompiles its packed
+  kernels, see :mod:`tune_gym.tasks.ops`); the only value accepted there.
 
 Input is checked at the door: :meth:`Task.from_uri`, :meth:`Task.parse`, :meth:`Task.make`
 and ``Task(...)`` raise :class:`~tune_gym.errors.TaskError` (a ``ValueError``) naming the
@@ -24,6 +41,8 @@ part, the bad value and what is accepted, for
   ``2**40`` FLOPs (:mod:`tune_gym.tasks.ops` lists the rules);
 * a query field that is malformed or given twice;
 * a dtype other than :data:`DTYPES`;
+* a ``weights`` value other than :data:`WEIGHT_LAYOUTS`, or ``packed`` where it is not
+  supported (a ``cuda`` target, an op without weight inputs, ``conv2d_transpose_nchw``);
 * an unknown target kind or option, or an option value out of range
   (:mod:`tune_gym.tasks.targets` lists them).
 
@@ -46,9 +65,11 @@ from tune_gym.tasks._checks import fields, pairs, show
 from tune_gym.tasks.ops import MAX_DIM, OpDef, get_op
 from tune_gym.tasks.targets import TargetSpec
 
-__all__ = ["DTYPES", "MAX_URI_LENGTH", "Task", "register_id_resolver"]
+__all__ = ["DTYPES", "MAX_URI_LENGTH", "WEIGHT_LAYOUTS", "Task", "default_weights", "register_id_resolver"]
 
 DTYPES = ("float32", "float16", "float64")
+#: Accepted values of a task's ``weights`` (see the module docstring).
+WEIGHT_LAYOUTS = ("packed", "given")
 #: Longest accepted task URI (after stripping surrounding whitespace).
 MAX_URI_LENGTH = 4096
 _URI = re.compile(
@@ -69,6 +90,23 @@ def register_id_resolver(resolver: Callable[[str], Task]) -> None:
     _id_resolver = resolver
 
 
+def _packed_unsupported(opdef: OpDef, target: TargetSpec) -> str:
+    """Why ``weights=packed`` is refused for this op and target ("" when it is supported)."""
+    if target.kind != "llvm":
+        return (f"target {target.kind} does not support weights='packed' (MetaSchedule's postprocs "
+                f"for {target.kind} have no RewriteLayout); accepted there: given")
+    if not opdef.weights:
+        return f"op {opdef.name} has no weight inputs, so weights='packed' means nothing; accepted: given"
+    if opdef.no_packing:
+        return f"op {opdef.name} does not offer weights='packed' ({opdef.no_packing}); accepted: given"
+    return ""
+
+
+def default_weights(op: str, target: TargetSpec) -> str:
+    """The weight layout a task gets when none is given: ``packed`` where supported, else ``given``."""
+    return "given" if _packed_unsupported(get_op(op), target) else "packed"
+
+
 @dataclass(frozen=True)
 class Task:
     """One operator instance on one target.
@@ -82,12 +120,16 @@ class Task:
             accepted too).
         dtype: element type of inputs and output, one of :data:`DTYPES`.
         target: where it runs.
+        weights: the weight layout, one of :data:`WEIGHT_LAYOUTS` (see the module docstring);
+            ``""`` (the default) means :func:`default_weights` of the op and target, which the
+            constructor stores.
     """
 
     op: str
     params: tuple[tuple[str, int], ...]
     dtype: str = "float32"
     target: TargetSpec = TargetSpec()
+    weights: str = ""
 
     def __post_init__(self) -> None:
         opdef = get_op(self.op)
@@ -105,12 +147,19 @@ class Task:
         if not isinstance(self.target, TargetSpec):
             raise TaskError(f"task target must be a TargetSpec, got {type(self.target).__name__} "
                             f"{show(self.target)} (Task.make and with_target also take a str such as 'llvm')")
+        if not isinstance(self.weights, str) or self.weights not in ("", *WEIGHT_LAYOUTS):
+            raise TaskError(f"unknown weights={show(self.weights)}; accepted: {', '.join(WEIGHT_LAYOUTS)}")
+        if self.weights == "packed" and (why := _packed_unsupported(opdef, self.target)):
+            raise TaskError(why)
+        object.__setattr__(self, "weights", self.weights or default_weights(opdef.name, self.target))
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def make(cls, op: str, /, target: str | TargetSpec = "llvm", dtype: str = "float32", **params: int) -> Task:
-        """``Task.make("dense", m=128, n=768, k=768)``; ``target`` as in a URI (``"llvm&cores=4"``)."""
-        return cls(op, tuple(params.items()), dtype, TargetSpec.coerce(target))
+    def make(cls, op: str, /, target: str | TargetSpec = "llvm", dtype: str = "float32", weights: str = "",
+             **params: int) -> Task:
+        """``Task.make("dense", m=128, n=768, k=768)``; ``target`` as in a URI (``"llvm&cores=4"``);
+        ``weights`` one of :data:`WEIGHT_LAYOUTS` (``""``: the default for the op and target)."""
+        return cls(op, tuple(params.items()), dtype, TargetSpec.coerce(target), weights)
 
     @classmethod
     def from_uri(cls, uri: str) -> Task:
@@ -144,8 +193,9 @@ class Task:
             params[name] = int(digits)
         query = fields(m["query"] or "", where)
         dtype = query.pop("dtype", "float32")
+        weights = query.pop("weights", "")
         kind = query.pop("target", "llvm")
-        return cls(opdef.name, tuple(params.items()), dtype, TargetSpec(kind, tuple(query.items())))
+        return cls(opdef.name, tuple(params.items()), dtype, TargetSpec(kind, tuple(query.items())), weights)
 
     @classmethod
     def parse(cls, text: str) -> Task:
@@ -164,15 +214,35 @@ class Task:
     @property
     def uri(self) -> str:
         body = "_".join(f"{k}{v}" for k, v in self.params)
-        query = ([f"dtype={self.dtype}"] if self.dtype != "float32" else []) + [f"target={self.target}"]
+        query = [f"dtype={self.dtype}"] if self.dtype != "float32" else []
+        if self.weights != default_weights(self.op, self.target):
+            query.append(f"weights={self.weights}")
+        query.append(f"target={self.target}")
         return f"op://{self.op}-v{self.opdef.version}/{body}?{'&'.join(query)}"
 
     def __str__(self) -> str:
         return self.uri
 
     def with_target(self, target: str | TargetSpec) -> Task:
-        """This task on another target (a spec, or a str as in a URI: ``"cuda&arch=sm_80"``)."""
-        return Task(self.op, self.params, self.dtype, TargetSpec.coerce(target))
+        """This task on another target (a spec, or a str as in a URI: ``"cuda&arch=sm_80"``).
+
+        A default weight layout stays the default (that of the new target); any other is kept,
+        and refused if the new target does not support it. As in the URI, a layout equal to
+        the old target's default counts as the default (``given`` on ``cuda`` moved back to
+        ``llvm`` is ``packed``).
+        """
+        spec = TargetSpec.coerce(target)
+        explicit = self.weights != default_weights(self.op, self.target)
+        return Task(self.op, self.params, self.dtype, spec, self.weights if explicit else "")
+
+    def with_weights(self, weights: str) -> Task:
+        """This task with another weight layout (one of :data:`WEIGHT_LAYOUTS`, ``""``: the default)."""
+        return Task(self.op, self.params, self.dtype, self.target, weights)
+
+    @property
+    def packed(self) -> bool:
+        """True when the kernel takes its weights pre-packed (``weights=packed``)."""
+        return self.weights == "packed"
 
     @property
     def opdef(self) -> OpDef:
@@ -204,7 +274,14 @@ class Task:
         return self.opdef.output_shape(self.param_dict)
 
     def ir_module(self) -> Any:
-        """The TVM IRModule (one PrimFunc named ``main``) built from TE/topi."""
+        """The TVM IRModule (one PrimFunc named ``main``) built from TE/topi: the workload that
+        is tuned (``KnobSpace.mod``) and that MetaSchedule's ``tune_tir`` would take.
+
+        With ``weights=packed`` its ``layout_free_buffers`` attribute lists exactly the op's
+        weight inputs (topi marks some ops' weights and not others: ``dense`` but not
+        ``conv2d_nchw``; and it marks ``batch_matmul``'s second operand, an activation);
+        with ``weights=given`` the function has no such attribute.
+        """
         return _ir_module(self)
 
 
@@ -214,4 +291,12 @@ def _ir_module(task: Task) -> Any:
 
     tv = tvm()
     func = tv.te.create_prim_func(task.tensors())
+    marked = func.attrs is not None and "layout_free_buffers" in func.attrs
+    have = [int(i) for i in func.attrs["layout_free_buffers"]] if marked else []
+    want = list(task.opdef.weights) if task.packed else []
+    if have != want:
+        if marked:
+            func = func.without_attr("layout_free_buffers")
+        if want:
+            func = func.with_attr("layout_free_buffers", want)
     return tv.IRModule({"main": func})
