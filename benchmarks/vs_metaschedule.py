@@ -10,10 +10,11 @@ trial of each tuner and the command::
     python -m benchmarks.vs_metaschedule --task resnet18:1 --trials 128 512 \\
         --agents xgb-sa contextual-sa --out benchmarks/results/vs_metaschedule
 
-MetaSchedule tunes the task's module as TVM ships it (``layout_free_buffers`` kept, so its
-kernels run on pre-packed weights, as a deployed model would), with its default
-evolutionary search and XGBoost model, 64 trials per iteration, and the same timing as the
-live backend (1 call per repeat, 3 repeats, >= 50 ms each). Its best is the fastest mean
+MetaSchedule tunes the same module as the agents (``task.ir_module()``: with the default
+``weights=packed`` the op's weights are marked ``layout_free_buffers``, so both sides' kernels
+run on pre-packed weights, as a deployed model would), with its default evolutionary search
+and XGBoost model, 64 trials per iteration, and the same timing as the live backend (1 call
+per repeat, 3 repeats, >= 50 ms each). Its best is the fastest mean
 of the repeats its runner recorded. tune_gym's agents tune the task's ``full`` space in
 batches of 64 with the live backend's defaults.
 """
