@@ -143,3 +143,16 @@ def test_migration_marks_old_records_given(tmp_path):
         assert load_records(path, task=DENSE.with_weights("given"))[0].config == space.config(3)
     assert migrate.main([str(path)]) == 0  # without --before: the later record too
     assert json.loads(path.read_text().splitlines()[4])["task"] == json.loads(after[0])["task"]
+
+
+def test_kernel_mod_is_the_timed_kernel_without_the_layout_rewrite():
+    """Packed tasks: the kernel module (what features see) has no preprocessing block."""
+    from tune_gym.space import LAYOUT_REWRITE_PREPROC, KnobSpace
+
+    space = KnobSpace.for_task(Task.make("dense", m=32, n=32, k=32), "compact")
+    cfg = space.sample(np.random.default_rng(0), 1)[0]
+    assert LAYOUT_REWRITE_PREPROC in space.apply(cfg)[0].mod.script()
+    assert "= weight[" in space.apply(cfg)[0].mod.script()  # the rewrite copies the weight...
+    assert "= weight[" not in space.kernel_mod(cfg).script()  # ...ahead of time, not in the kernel
+    given = KnobSpace.for_task(Task.make("dense", m=32, n=32, k=32, weights="given"), "compact")
+    assert given.kernel_mod(cfg).script() == given.apply(cfg)[0].mod.script()

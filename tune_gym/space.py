@@ -495,6 +495,18 @@ class KnobSpace:
             _annotate_preproc_as_stored(sch)
         return sch, ""
 
+    def kernel_mod(self, config: Config, check: bool = True) -> Any | None:
+        """The IRModule of the kernel that is built and timed for ``config`` (``None`` when
+        the config does not schedule): :meth:`apply`'s module, and for packed weights without
+        RewriteLayout's preprocessing blocks, which run once ahead of time, not in the kernel
+        (as MetaSchedule's builder removes them)."""
+        sch, _ = self.apply(config, check)
+        if sch is None:
+            return None
+        if not self.task.packed:
+            return sch.mod
+        return self._tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sch.mod)
+
     def is_valid(self, config: Config) -> bool:
         """True when the config schedules and passes the target's postprocs.
 

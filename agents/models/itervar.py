@@ -3,7 +3,8 @@
 A port of AutoTVM's touch extractor (TVM ``src/autotvm/touch_extractor.{h,cc}``,
 ``src/autotvm/feature_visitor.cc``, ``python/tvm/autotvm/feature.py``;
 ``get_itervar_feature_flatten(sch, args, take_log=True)``) to the scheduled and postprocessed
-TIR of a :class:`~tune_gym.space.KnobSpace` config (``space.apply(cfg)[0].mod["main"]``).
+TIR of a :class:`~tune_gym.space.KnobSpace` config (``space.kernel_mod(cfg)["main"]``: the kernel
+that is built and timed).
 
 For every loop, in order of first occurrence:
 
@@ -387,8 +388,8 @@ def raw_itervar(space: KnobSpace, config: Config) -> RawItervar | None:
     if key not in _RAW_CACHE:
         if len(_RAW_CACHE) >= CACHE_LIMIT:
             _RAW_CACHE.clear()
-        sch, _ = space.apply(config)
-        _RAW_CACHE[key] = None if sch is None else extract(sch.mod["main"])
+        mod = space.kernel_mod(config)  # packed weights: without the ahead-of-time layout rewrite
+        _RAW_CACHE[key] = None if mod is None else extract(mod["main"])
     return _RAW_CACHE[key]
 
 
