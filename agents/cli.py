@@ -1,4 +1,4 @@
-"""The agent commands of ``tune-gym``: ``agents`` and ``tune``.
+"""The agent commands of ``tune-gym``: ``agents``, ``tune`` and ``collect``.
 
 Registered with the core command through the ``tune_gym.cli`` entry-point group
 (pyproject.toml), so ``tune_gym`` itself never imports ``agents``.
@@ -39,8 +39,49 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def dataset_name(text: str, preset: str) -> str:
+    """A dataset file name for a task id or URI: ``resnet18:1`` -> ``resnet18_1_full.parquet``."""
+    import hashlib
+    import re
+
+    if "://" in text:
+        from tune_gym.tasks import Task
+
+        task = Task.parse(text)
+        slug = f"{task.op}_{hashlib.sha256(task.uri.encode()).hexdigest()[:8]}"
+    else:
+        slug = re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
+    return f"{slug}_{preset}.parquet"
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from agents.base import make_agent
+    from tune_gym.cli import parse_options, parse_task
+    from tune_gym.datasets.collect import collect, parse_plan
+    from tune_gym.measure.live import LiveBackend
+
+    plans = [parse_plan(text, seed=args.seed, agent=args.explore_agent) for text in args.plan]
+    if args.out and len(args.tasks) > 1:
+        raise ValueError("--out names one dataset file; give one task, or use --out-dir")
+    explorer = lambda plan: make_agent(plan.agent, **parse_options(args.explore_option))
+    command = shlex.join(["tune-gym", *sys.argv[1:]]) if sys.argv[1:2] == ["collect"] else None
+    with LiveBackend(repeat=args.repeat, build_workers=args.build_workers) as backend:
+        for text in args.tasks:
+            task = parse_task(text)
+            out = args.out or args.out_dir / dataset_name(text, args.preset)
+            ds = collect(task, args.preset, out, plans, backend=backend, explorer=explorer, batch=args.batch,
+                         save_every=args.save_every, progress=not args.quiet, command=command)
+            s = ds.summary()
+            print(f"{out}: {s['rows']} rows ({s['ok']} ran) of {task.uri}, best {s['best_gflops']:.2f} GFLOPS, "
+                  f"PyTorch {s['reference_gflops']} GFLOPS")
+    return 0
+
+
 def register(sub: Any) -> None:
-    """Add ``agents`` and ``tune`` to the ``tune-gym`` subcommands ``sub``."""
+    """Add ``agents``, ``tune`` and ``collect`` to the ``tune-gym`` subcommands ``sub``."""
     p = sub.add_parser("agents", help="list search agents")
     p.set_defaults(fn=cmd_agents)
 
@@ -62,3 +103,21 @@ def register(sub: Any) -> None:
     p.add_argument("--export", type=Path, help="export the best config as a MetaSchedule database here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
+
+    p = sub.add_parser("collect", help="measure a dataset live (resumable; see tune_gym.datasets.collect)")
+    p.add_argument("tasks", nargs="+", help="suite task ids or URIs")
+    p.add_argument("--preset", default="compact", choices=["full", "compact"])
+    p.add_argument("--plan", action="append", required=True, metavar="MODE",
+                   help="exhaustive | random:N | explore:N; repeat to run several in order")
+    p.add_argument("--out", type=Path, help="dataset file (one task)")
+    p.add_argument("--out-dir", type=Path, default=Path("benchmarks/datasets"),
+                   help="directory of dataset files named after the task (default benchmarks/datasets)")
+    p.add_argument("--seed", type=int, default=0, help="seed of random draws and of the exploration agent")
+    p.add_argument("--explore-agent", default="xgb-sa", help="agent that chooses exploration configs")
+    p.add_argument("--explore-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--repeat", type=int, default=3, help="timed repeats per config")
+    p.add_argument("--build-workers", type=int, help="parallel build processes (default: the host's cores)")
+    p.add_argument("--batch", type=int, default=32, help="configs per backend call")
+    p.add_argument("--save-every", type=float, default=300.0, help="seconds between dataset rewrites")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_collect)

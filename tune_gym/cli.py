@@ -3,6 +3,10 @@
     tune-gym tasks [--suite NAME] [--sizes] [--preset full|compact]
     tune-gym space TASK [--preset full|compact]
     tune-gym best LOG [--export DIR]
+    tune-gym datasets [--markdown]                              the dataset catalog
+    tune-gym dataset show|verify FILE                           one dataset's summary / full check
+    tune-gym dataset convert IN OUT [--task T --preset P]       records (.jsonl) <-> dataset (.parquet)
+    tune-gym collect TASK --plan exhaustive|random:N|explore:N  (from the agents package)
     tune-gym agents                                             (from the agents package)
     tune-gym tune TASK --trials N --batch B --log FILE [--resume] [--agent ID] [-o KEY=VALUE]
                   [-b KEY=VALUE] [--adaptive] [--seed S]        (from the agents package)
@@ -96,6 +100,68 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from tune_gym.datasets.catalog import catalog, data_dirs
+
+    entries = catalog()
+    if not entries:
+        print(f"no datasets in {', '.join(map(str, data_dirs()))}")
+        return 0
+    if args.markdown:
+        print(inventory_markdown(entries))
+        return 0
+    for e in entries:
+        kind = "exhaustive" if e.exhaustive else f"{e.rows / max(e.space_size, 1):.2g} of the space"
+        print(f"{e.path.name:<36} {e.rows:>6} rows  {kind:<18} {e.preset:<8} {e.task}")
+    return 0
+
+
+def inventory_markdown(entries: list[Any]) -> str:
+    """The dataset inventory as a markdown table (task, rows, how collected, host, dates)."""
+    from tune_gym.datasets import load_dataset
+
+    lines = ["| file | task | preset | rows (ok) | space | modes | best GFLOPS | PyTorch GFLOPS | host | dates | "
+             "measuring hours |", "|" + "---|" * 11]
+    for e in entries:
+        s = load_dataset(e.path).summary()
+        modes = ", ".join(f"{m} {n}" for m, n in s["modes"].items())
+        hosts = ", ".join(f"{h} ({cpu})" for h, cpu in s["hosts"].items())
+        space = f"{s['space_size']:,}" + (" (all)" if s["exhaustive"] else "")
+        lines.append(f"| {e.path.name} | `{s['task']}` | {s['preset']} | {s['rows']:,} ({s['ok']:,}) | {space} | "
+                     f"{modes} | {s['best_gflops']:.2f} | {s['reference_gflops'] or '-'} | {hosts} | "
+                     f"{s['first']}..{s['last']} | {s['measure_hours']:.2f} |")
+    return "\n".join(lines)
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    from tune_gym.datasets import Dataset, load_dataset
+
+    if args.action == "convert":
+        if args.input.suffix == ".jsonl" and args.output.suffix == ".parquet":
+            from tune_gym.records import load_records
+
+            ds = Dataset.from_records(load_records(args.input), task=args.task and parse_task(args.task),
+                                      preset=args.preset, mode=args.mode)
+            ds.save(args.output)
+        elif args.input.suffix == ".parquet" and args.output.suffix == ".jsonl":
+            from tune_gym.records import RecordWriter
+
+            args.output.unlink(missing_ok=True)
+            ds = load_dataset(args.input)
+            with RecordWriter(args.output) as writer:
+                writer.append(ds.to_records())
+        else:
+            raise TuneGymError("convert a .jsonl record file to a .parquet dataset, or a .parquet dataset to .jsonl")
+        print(f"{args.input} -> {args.output}: {len(ds)} rows of {ds.task.uri} (preset {ds.preset})")
+        return 0
+    ds = load_dataset(args.file, verify=args.action == "verify")
+    print(json.dumps({"file": str(args.file), **ds.summary(), "collection": ds.meta.get("collection", [])},
+                     indent=2))
+    if args.action == "verify":
+        print(f"{args.file}: schema, space fingerprint and checksum OK")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tune-gym", description="Tensor-program auto-tuning as Gymnasium envs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,6 +181,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("log", type=Path)
     p.add_argument("--export", type=Path, help="write a MetaSchedule JSON database of the best configs")
     p.set_defaults(fn=cmd_best)
+    p = sub.add_parser("datasets", help="list the dataset catalog (TUNE_GYM_DATA, then benchmarks/datasets)")
+    p.add_argument("--markdown", action="store_true", help="print the inventory as a markdown table")
+    p.set_defaults(fn=cmd_datasets)
+
+    p = sub.add_parser("dataset", help="show, verify or convert one dataset file")
+    dsub = p.add_subparsers(dest="action", required=True)
+    for action in ("show", "verify"):
+        q = dsub.add_parser(action, help=f"{action} a .parquet dataset")
+        q.add_argument("file", type=Path)
+        q.set_defaults(fn=cmd_dataset)
+    q = dsub.add_parser("convert", help="records (.jsonl) -> dataset (.parquet), or back")
+    q.add_argument("input", type=Path)
+    q.add_argument("output", type=Path)
+    q.add_argument("--task", help="the task to take when the records hold several")
+    q.add_argument("--preset", help="the preset to take when the records hold several")
+    q.add_argument("--mode", default="records", help="collection mode of the rows (exhaustive, random, ...)")
+    q.set_defaults(fn=cmd_dataset)
     for entry in entry_points(group="tune_gym.cli"):
         entry.load()(sub)
     return parser

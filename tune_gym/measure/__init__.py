@@ -15,7 +15,8 @@ BACKENDS = ("live", "replay")
 
 def make_backend(name: str, **options: Any) -> Backend:
     """A backend by short id: ``live`` (options: :class:`LiveConfig` fields) or ``replay``
-    (option ``dataset``: record file(s))."""
+    (options ``dataset``: dataset or record file(s), default the dataset catalog;
+    ``fallback``: a backend answering configs the data does not hold)."""
     if name == "live":
         from tune_gym.measure.live import LiveBackend
 
@@ -23,9 +24,10 @@ def make_backend(name: str, **options: Any) -> Backend:
     if name == "replay":
         from tune_gym.measure.replay import ReplayBackend
 
-        if set(options) != {"dataset"}:
-            raise ValueError(f"the replay backend takes exactly backend_options={{'dataset': PATH}}, got {options}")
-        return ReplayBackend(options["dataset"])
+        unknown = set(options) - {"dataset", "fallback"}
+        if unknown:
+            raise ValueError(f"replay backend_options are 'dataset' and 'fallback', not {sorted(unknown)}")
+        return ReplayBackend(options.get("dataset"), fallback=options.get("fallback"))
     raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(BACKENDS)}")
 
 

@@ -1,17 +1,26 @@
-"""Replay: exact lookup of configs in recorded measurements (deterministic, microseconds).
+"""Replay: exact, vectorised lookup of configs in recorded measurements.
 
-A dataset is a tuning-record file (:mod:`tune_gym.records`), typically an exhaustive
-measurement of a compact space collected by ``scripts/collect_dataset.py``. Results carry the
-recorded build and run seconds, so the environment's ``measure_secs`` is a simulated clock.
-A config that the dataset does not hold is an error (never an invented number). The
-reference throughput recorded with a task's data (:meth:`ReplayBackend.reference`)
-normalizes rewards of replayed runs, so they are the same on every machine.
+The data are datasets (:mod:`tune_gym.datasets`: Parquet files collected by ``tune-gym
+collect``) or tuning-record files (JSONL). With no data given, the backend finds each
+task's dataset in the catalog (:func:`tune_gym.datasets.catalog.find_dataset`) the first
+time the task is measured. Each (task, preset) becomes a sorted array of mixed-radix config
+keys, so a batch is one ``searchsorted``; results are built once, when the data is loaded.
+
+Results carry the recorded build and run seconds, so a session's clock is simulated tuning
+time. A config the data does not hold is an error naming it (never an invented number),
+unless a ``fallback`` backend (e.g. a surrogate fitted on the same data) is given: then the
+fallback answers it. The reference throughput recorded with a task's data
+(:meth:`ReplayBackend.reference`) normalizes rewards of replayed runs, so they are the same
+on every machine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.reference import Reference
@@ -22,63 +31,148 @@ from tune_gym.tasks.task import Task
 __all__ = ["ReplayBackend"]
 
 
+class _Table:
+    """The recorded results of one (task, preset), keyed for vectorised lookup."""
+
+    def __init__(self, space: KnobSpace, datasets: Sequence[Any]) -> None:
+        self.datasets = list(datasets)
+        dims = [int(d) for d in space.dims]
+        weights = [1] * len(dims)
+        for i in range(len(dims) - 2, -1, -1):
+            weights[i] = weights[i + 1] * dims[i + 1]
+        if weights and weights[0] * dims[0] >= 2**63:  # pragma: no cover - no such space today
+            raise TuneGymError(f"replay: the space of {space.task.uri} has too many knob combinations to key")
+        self.weights = np.array(weights, dtype=np.int64)
+        keys, results = [], []
+        for ds in self.datasets:  # earlier data wins when a config is recorded twice
+            keys.append(ds.configs.astype(np.int64) @ self.weights)
+            results.extend(ds.results)
+        all_keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+        unique, first = np.unique(all_keys, return_index=True)
+        self.keys = unique
+        self.results = [results[i] for i in first]
+
+    def lookup(self, configs: Sequence[Config]) -> tuple[list[MeasureResult | None], np.ndarray]:
+        """The result of each config (``None`` where not recorded) and the missing rows."""
+        keys = np.asarray(configs, dtype=np.int64).reshape(len(configs), -1) @ self.weights
+        pos = np.searchsorted(self.keys, keys)
+        pos[pos == len(self.keys)] = 0
+        found = self.keys[pos] == keys if len(self.keys) else np.zeros(len(keys), dtype=bool)
+        out = [self.results[p] if f else None for p, f in zip(pos.tolist(), found.tolist())]
+        return out, np.flatnonzero(~found)
+
+
 class ReplayBackend:
     """Serves recorded results. ``name = "replay"``.
 
     Args:
-        dataset: record file(s) or records. When a config was recorded more than once, the
-            first record wins.
+        dataset: what to serve: a path (``.parquet`` dataset or ``.jsonl`` record file), a
+            :class:`tune_gym.datasets.Dataset`, tuning records, or a list of these. ``None``
+            (the default) looks each task up in the dataset catalog.
+        fallback: a backend that answers configs the data does not hold (a surrogate);
+            ``None`` makes them an error.
     """
 
     name = "replay"
 
-    def __init__(self, dataset: str | Path | Iterable[str | Path] | Iterable[object]) -> None:
+    def __init__(self, dataset: Any = None, fallback: Any = None) -> None:
+        from tune_gym.datasets import Dataset
         from tune_gym.records import Record, load_records
 
-        items = [dataset] if isinstance(dataset, (str, Path)) else list(dataset)
+        self.fallback = fallback
         self.sources: list[str] = []
-        self._table: dict[tuple[str, str, Config], MeasureResult] = {}
-        self._references: dict[str, Reference] = {}
+        self._datasets: dict[tuple[str, str], list[Any]] = {}
+        self._tables: dict[tuple[str, str], _Table] = {}
+        self._use_catalog = dataset is None
+        items = [] if dataset is None else [dataset] if isinstance(dataset, (str, Path, Dataset)) else list(dataset)
+        records: list[Record] = []
         for item in items:
             if isinstance(item, Record):
-                records = [item]
+                records.append(item)
+            elif isinstance(item, Dataset):
+                self._add(item)
             else:
-                path = Path(item)  # type: ignore[arg-type]
+                path = Path(item)
                 if not path.exists():
                     raise TuneGymError(f"replay dataset {path} does not exist")
-                records = load_records(path)
                 self.sources.append(str(path))
-            for rec in records:
-                self._table.setdefault((rec.task, rec.preset, tuple(rec.config)), rec.result)
-                if rec.reference is not None:
-                    self._references[rec.task] = rec.reference
+                if path.suffix == ".jsonl":
+                    records.extend(load_records(path))
+                else:
+                    from tune_gym.datasets import load_dataset
+
+                    self._add(load_dataset(path))
+        for task, preset in dict.fromkeys((r.task, r.preset) for r in records):
+            self._add(Dataset.from_records(records, task=task, preset=preset))
+
+    def _add(self, ds: Any) -> None:
+        self._datasets.setdefault((ds.task.uri, ds.preset), []).append(ds)
+
+    def datasets(self, task: Task, preset: str) -> list[Any]:
+        """The datasets that serve ``task``'s ``preset`` space (loading them from the catalog
+        on first use when the backend was made without data)."""
+        key = (task.uri, preset)
+        if key not in self._datasets and self._use_catalog:
+            from tune_gym.datasets import load_dataset
+            from tune_gym.datasets.catalog import data_dirs, find_dataset
+
+            entry = find_dataset(task, preset)
+            if entry is None:
+                raise TuneGymError(
+                    f"replay: no dataset of {task.uri} (preset {preset}) in {', '.join(map(str, data_dirs()))}; "
+                    f"collect one with `tune-gym collect {task.uri} --preset {preset}` or pass dataset=")
+            self.sources.append(str(entry.path))
+            self._add(load_dataset(entry.path, KnobSpace.for_task(task, preset)))
+        return self._datasets.get(key, [])
+
+    def _table(self, task: Task, space: KnobSpace) -> _Table:
+        key = (task.uri, space.preset)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = _Table(space, self.datasets(task, space.preset))
+        return table
 
     def tasks(self) -> dict[tuple[str, str], int]:
-        """``{(task URI, preset): number of recorded configs}``."""
-        out: dict[tuple[str, str], int] = {}
-        for task, preset, _ in self._table:
-            out[(task, preset)] = out.get((task, preset), 0) + 1
-        return out
+        """``{(task URI, preset): number of recorded configs}`` of the data loaded so far."""
+        return {key: len(np.unique(np.concatenate([d.configs for d in dss]), axis=0)) if dss else 0
+                for key, dss in self._datasets.items()}
 
     def reference(self, task: Task) -> Reference | None:
-        """The reference throughput recorded with the task's data (the last one), if any."""
-        return self._references.get(task.uri)
+        """The reference throughput recorded with the task's data, if any."""
+        for (uri, _), dss in self._datasets.items():
+            if uri == task.uri:
+                for ds in dss:
+                    if ds.reference is not None:
+                        return ds.reference
+        return None
 
     def covers(self, task: Task, space: KnobSpace) -> bool:
         """True when every config of the space is recorded (an exhaustive dataset)."""
-        return self.tasks().get((task.uri, space.preset), 0) >= space.size
+        return len(self._table(task, space).keys) >= space.size
 
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
-        out = []
-        for cfg in configs:
-            res = self._table.get((task.uri, space.preset, tuple(cfg)))
-            if res is None:
-                have = self.tasks().get((task.uri, space.preset), 0)
+        if not len(configs):
+            return []
+        table = self._table(task, space)
+        out, missing = table.lookup(configs)
+        if missing.size:
+            if self.fallback is None:
+                cfg = list(configs[int(missing[0])])
                 raise TuneGymError(
-                    f"replay: config {list(cfg)} of {task.uri} (preset {space.preset}) is not in the dataset "
-                    f"{', '.join(self.sources) or '(in-memory)'}, which holds {have} configs of this task")
-            out.append(res)
-        return out
+                    f"replay: config {cfg} of {task.uri} (preset {space.preset}) is not in the dataset "
+                    f"{', '.join(self.sources) or '(in-memory)'}, which holds {len(table.keys)} configs of this task "
+                    f"({missing.size} of the {len(configs)} requested are missing); configure a surrogate fallback "
+                    "to answer unrecorded configs")
+            answers = self.fallback.measure(task, space, [configs[int(i)] for i in missing])
+            for i, res in zip(missing.tolist(), answers):
+                out[i] = res
+        return out  # type: ignore[return-value]
 
     def close(self) -> None:
-        pass
+        if self.fallback is not None:
+            self.fallback.close()
+
+    @staticmethod
+    def from_records(records: Iterable[Any]) -> ReplayBackend:
+        """A backend serving in-memory tuning records."""
+        return ReplayBackend(list(records))
