@@ -14,8 +14,10 @@ logging to a journal (``<dataset>.journal.jsonl``, fsynced per batch) next to th
 The Parquet dataset is rewritten from the journal every ``save_every`` seconds and at the
 end (atomically), so a killed collection loses at most one batch, and a new run skips every
 config already in the journal (or, when the journal is gone, in the dataset). Plans are
-deterministic (seeded), so a resumed collection measures exactly what the killed one had
-left; an exploration agent replays its earlier choices from the cache without measuring.
+deterministic (seeded), so a resumed random or exhaustive step measures exactly what the
+killed one had left. An exploration agent starts from everything measured so far (it observes those
+configs first), so after a kill it continues from the data rather than from its old state:
+nothing is measured twice and the count of exploration configs still ends at ``n``.
 
 Builds run in parallel (the live backend's build workers); timing runs one at a time.
 """
@@ -179,6 +181,8 @@ def _explore(session: Any, plan: Plan, agent: Any, modes: _ModeBook, batch: int,
     bar = _bar(progress, plan.n, f"exploration ({plan.agent or type(agent).__name__}) {task.uri}", min(done, plan.n))
     agent.reset(space, task, plan.seed)
     measured_before = set(session.measured)
+    if measured_before:  # the agent learns from everything measured so far and never repeats it
+        agent.observe(list(session.measured), list(session.measured.values()))
     while done < plan.n and len(session.measured) < space.size:
         configs = [space.check(c) for c in agent.propose(min(batch, plan.n - done))]
         if not configs:
