@@ -138,12 +138,20 @@ class ReplayBackend:
                 for key, dss in self._datasets.items()}
 
     def reference(self, task: Task) -> Reference | None:
-        """The reference throughput recorded with the task's data, if any."""
+        """The reference throughput recorded with the task's data, if any (from the catalog's
+        dataset footers when the backend was made without data)."""
         for (uri, _), dss in self._datasets.items():
             if uri == task.uri:
                 for ds in dss:
                     if ds.reference is not None:
                         return ds.reference
+        if self._use_catalog:
+            from tune_gym.datasets.catalog import catalog
+
+            for entry in sorted(catalog(), key=lambda e: -e.rows):
+                refs = entry.meta.get("references", {})
+                if entry.task == task.uri and refs:
+                    return Reference.from_json(refs.get(entry.hosts[0]) or next(iter(refs.values())))
         return None
 
     def covers(self, task: Task, space: KnobSpace) -> bool:

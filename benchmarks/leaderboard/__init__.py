@@ -1,0 +1,1 @@
+"""Leaderboard for auto-tuning search agents: metrics, scoring and tables."""

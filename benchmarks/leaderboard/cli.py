@@ -1,0 +1,91 @@
+"""The leaderboard commands of ``tune-gym``: ``bench``, ``leaderboard`` and ``validate``.
+
+    tune-gym bench --suite quick [--jobs N] [--seeds S] [--agents a,b] [--out FILE] [--ray ADDRESS]
+    tune-gym leaderboard [RESULTS] [--out LEADERBOARD.md]
+    tune-gym validate RESULTS [--rerun N]
+
+Registered through the ``tune_gym.cli`` entry-point group (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+RESULTS_DIR = Path("benchmarks/results/leaderboard")
+
+
+def _default_results(suite: str) -> Path:
+    return RESULTS_DIR / f"{Path(suite).stem}.jsonl"
+
+
+def _command() -> str:
+    return shlex.join(["tune-gym", *sys.argv[1:]])
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from benchmarks.leaderboard.report import write_leaderboard
+    from benchmarks.leaderboard.runner import run_suite
+    from benchmarks.leaderboard.suite import load_suite
+
+    suite = load_suite(args.suite)
+    out = args.out or _default_results(args.suite)
+    agents = args.agents.split(",") if args.agents else None
+    results = run_suite(suite, out, jobs=args.jobs, agents=agents, seeds=args.seeds, ray_address=args.ray,
+                        progress=not args.quiet)
+    print(f"{len(results.runs)} runs in {out}")
+    if not args.no_leaderboard:
+        path = write_leaderboard(out, args.leaderboard, command=_command())
+        print(path.read_text(encoding="utf-8").split("\n## Per task")[0])
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from benchmarks.leaderboard.report import write_leaderboard
+
+    path = write_leaderboard(args.results, args.out, command=_command())
+    print(path.read_text(encoding="utf-8").split("\n## Per task")[0])
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from benchmarks.leaderboard.validate import validate
+
+    report = validate(args.results, rerun=args.rerun)
+    for problem in report.problems:
+        print(f"FAIL {problem}")
+    print(f"{args.results}: {report.checked} runs replayed, {report.rerun} re-run from their seeds: "
+          + ("every number confirmed" if report.ok else f"{len(report.problems)} problems"))
+    return 0 if report.ok else 1
+
+
+def register(sub: Any) -> None:
+    from benchmarks.leaderboard.suite import list_suites
+
+    p = sub.add_parser("bench", help="run a benchmark suite (resumable) and write the leaderboard")
+    p.add_argument("--suite", default="quick", help=f"suite name ({', '.join(list_suites())}) or a .toml file")
+    p.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
+    p.add_argument("--seeds", type=int, help="number of seeds (default: the suite's)")
+    p.add_argument("--agents", help="comma-separated agent ids (default: the suite's)")
+    p.add_argument("--out", type=Path, help="results file (default benchmarks/results/leaderboard/SUITE.jsonl)")
+    p.add_argument("--ray", metavar="ADDRESS", help="dispatch runs to a Ray cluster ('auto', 'local', ray://...)")
+    p.add_argument("--leaderboard", type=Path, default=Path("LEADERBOARD.md"), help="markdown file to write")
+    p.add_argument("--no-leaderboard", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("leaderboard", help="write LEADERBOARD.md (table and plots) from a results file")
+    p.add_argument("results", type=Path, nargs="?", default=_default_results("standard"))
+    p.add_argument("--out", type=Path, default=Path("LEADERBOARD.md"))
+    p.set_defaults(fn=cmd_leaderboard)
+
+    p = sub.add_parser("validate", help="replay a results file and confirm every number")
+    p.add_argument("results", type=Path)
+    p.add_argument("--rerun", type=int, default=3, help="runs re-executed from their seeds")
+    p.set_defaults(fn=cmd_validate)

@@ -1,0 +1,293 @@
+"""The leaderboard: metrics of a results file, as a markdown table and PNG plots.
+
+Per (agent, task), over seeds: final best GFLOPS relative to the best known config and to
+the recorded PyTorch reference; trials to 95% and 100% of the best known (median and IQR);
+the random-relative score P on trials and on simulated time (exhaustively measured tasks
+only: its random-search baseline is exact there), averaged over the methodology's budget;
+the agent's own compute seconds beside the simulated measurement seconds. Per agent: the
+weighted geometric means of the normalised throughputs (weights: task occurrences in the
+network) and P averaged over tasks, with a 95% band over seeds. Metric definitions are in
+:mod:`benchmarks.leaderboard.metrics`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.leaderboard import metrics as M
+from benchmarks.leaderboard.results import read_results
+
+__all__ = ["Leaderboard", "compute", "write_leaderboard"]
+
+
+@dataclass
+class TaskData:
+    """What the metrics need of a task's dataset."""
+
+    uri: str
+    preset: str
+    exhaustive: bool
+    best_gflops: float
+    reference_gflops: float
+    costs: np.ndarray | None = None  # every config's mean seconds (exhaustive only)
+    eval_secs: np.ndarray | None = None
+
+
+@dataclass
+class Cell:
+    """One (agent, task) over seeds."""
+
+    agent: str
+    task: str
+    weight: int
+    seeds: int = 0
+    vs_best: list[float] = field(default_factory=list)
+    vs_reference: list[float] = field(default_factory=list)
+    to95: list[int | None] = field(default_factory=list)
+    to100: list[int | None] = field(default_factory=list)
+    p_trials: list[float] = field(default_factory=list)
+    p_time: list[float] = field(default_factory=list)
+    agent_secs: list[float] = field(default_factory=list)
+    measure_secs: list[float] = field(default_factory=list)
+    curves: list[np.ndarray] = field(default_factory=list)  # best-so-far / best known, per trial
+    p_curves: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass
+class Leaderboard:
+    header: dict[str, Any]
+    cells: dict[tuple[str, str], Cell]
+    tasks: dict[str, TaskData]
+    rows: list[dict[str, Any]]
+
+
+def _task_data(uri: str, preset: str) -> TaskData:
+    from tune_gym.datasets import load_dataset
+    from tune_gym.datasets.catalog import find_dataset
+
+    entry = find_dataset(uri, preset)
+    if entry is None:
+        return TaskData(uri, preset, False, math.nan, math.nan)
+    ds = load_dataset(entry.path, verify=False)
+    ref = ds.reference.gflops if ds.reference is not None else math.nan
+    td = TaskData(uri, preset, ds.exhaustive, ds.best_gflops, ref)
+    if ds.exhaustive:
+        td.costs = ds.mean_cost
+        td.eval_secs = ds.build_secs + ds.run_secs
+    return td
+
+
+def compute(results: str | Path) -> Leaderboard:
+    """Every metric of a results file (datasets come from the catalog)."""
+    header, runs = read_results(results)
+    weights = {(t["id"], t["preset"]): t["weight"] for t in header["suite"]["tasks"]}
+    tasks: dict[str, TaskData] = {}
+    cells: dict[tuple[str, str], Cell] = {}
+    for line in runs:
+        spec = line["spec"]
+        tid = spec["task"]
+        if tid not in tasks:
+            tasks[tid] = _task_data(line["task_uri"], spec["preset"])
+        td = tasks[tid]
+        best_known = max(td.best_gflops, line["best_gflops"]) if not td.exhaustive else td.best_gflops
+        cell = cells.setdefault((spec["agent"], tid), Cell(spec["agent"], tid, weights.get((tid, spec["preset"]), 1)))
+        gflops = np.asarray(line["gflops"], dtype=float)
+        curve = M.best_so_far(gflops) / best_known
+        cell.seeds += 1
+        cell.curves.append(curve)
+        cell.vs_best.append(line["best_gflops"] / best_known)
+        cell.vs_reference.append(line["best_gflops"] / line["reference_gflops"])
+        cell.to95.append(M.trials_to_target(curve, 0.95 - 1e-12))
+        cell.to100.append(M.trials_to_target(curve, 1.0 - 1e-12))
+        cell.agent_secs.append(line["agent_secs"])
+        cell.measure_secs.append(line["clock"][-1] if line["clock"] else 0.0)
+        if td.exhaustive and td.costs is not None:
+            with np.errstate(divide="ignore"):
+                times = np.where(gflops > 0, line["flops"] / (gflops * 1e9), np.nan)
+            _, p = M.score_curve(times, td.costs)
+            cell.p_curves.append(p)
+            cell.p_trials.append(float(np.nanmean(p)))
+            try:
+                cell.p_time.append(M.mean_score(times, td.costs, clocks=line["clock"], eval_seconds=td.eval_secs))
+            except ValueError:  # the run's clock never reached one evaluation
+                cell.p_time.append(math.nan)
+    return Leaderboard(header, cells, tasks, _rows(cells, tasks))
+
+
+def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData]) -> list[dict[str, Any]]:
+    by_agent: dict[str, list[Cell]] = defaultdict(list)
+    for cell in cells.values():
+        by_agent[cell.agent].append(cell)
+    rows = []
+    for agent, cs in by_agent.items():
+        w = [c.weight for c in cs]
+        exhaustive = [c for c in cs if tasks[c.task].exhaustive and c.p_trials]
+        # P over tasks per seed, then a band over seeds
+        n_seeds = min((len(c.p_trials) for c in exhaustive), default=0)
+        per_seed = np.nanmean([c.p_trials[:n_seeds] for c in exhaustive], axis=0) if n_seeds else np.zeros(0)
+        band = M.score_band(per_seed) if n_seeds else {"mean": math.nan, "lower": math.nan, "upper": math.nan}
+        per_seed_t = np.nanmean([c.p_time[:n_seeds] for c in exhaustive], axis=0) if n_seeds else np.zeros(0)
+        rows.append({
+            "agent": agent, "tasks": len(cs), "runs": sum(c.seeds for c in cs),
+            "vs_best": M.geomean([float(np.median(c.vs_best)) for c in cs], w),
+            "vs_reference": M.geomean([float(np.median(c.vs_reference)) for c in cs], w),
+            "p_trials": band["mean"], "p_lower": band["lower"], "p_upper": band["upper"],
+            "p_time": float(np.nanmean(per_seed_t)) if per_seed_t.size else math.nan,
+            "to95": float(np.median([M.summarize_trials_to_target(c.to95)["median"] for c in cs])),
+            "agent_secs": float(np.mean([np.mean(c.agent_secs) for c in cs])),
+            "measure_secs": float(np.mean([np.mean(c.measure_secs) for c in cs])),
+        })
+    rows.sort(key=lambda r: (-(r["p_trials"] if not math.isnan(r["p_trials"]) else -9), -r["vs_best"]))
+    return rows
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "never"
+    return f"{x:.{digits}f}"
+
+
+def _iqr(values: list[int | None]) -> str:
+    s = M.summarize_trials_to_target(values)
+    med = s["median"]
+    if math.isinf(med):
+        return f"never ({s['reached']}/{s['runs']})"
+    return f"{med:.0f} [{_fmt(s['q25'], 0)}, {_fmt(s['q75'], 0)}]"
+
+
+def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", plots: str | Path | None = None,
+                      command: str | None = None) -> Path:
+    """Write the markdown leaderboard of ``results`` to ``out`` and its PNG plots to ``plots``
+    (default: a folder named after the results file, beside it)."""
+    import warnings
+
+    results, out = Path(results), Path(out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lb = compute(results)
+    plots = Path(plots) if plots else results.with_suffix("")
+    plots.mkdir(parents=True, exist_ok=True)
+    png_curves, png_scores = _plot(lb, plots)
+    suite = lb.header["suite"]
+    host = lb.header["host"]
+    rel = lambda p: Path(p).resolve().relative_to(out.resolve().parent) if Path(p).resolve().is_relative_to(
+        out.resolve().parent) else Path(p).resolve()
+    lines = [
+        f"# Leaderboard: suite `{suite['name']}`", "",
+        f"{suite['description']}. {len(lb.tasks)} tasks x {len(suite['agents'])} agents x {suite['seeds']} seeds "
+        f"(batch {suite['batch']}); results `{rel(results)}` (validate with `tune-gym validate {rel(results)}`).",
+        f"Benchmark host: {host.get('cpu')} ({host.get('logical_cores')} cores, LLVM cpu {host.get('llvm_cpu')}); "
+        f"the datasets' hosts are in `benchmarks/datasets/README.md`. Written {time.strftime('%Y-%m-%d')}"
+        + (f" by `{command}`." if command else "."), "",
+        "Columns: **P** = random-relative score (0 = random search, 1 = optimum; exhaustive tasks only, averaged "
+        "over the methodology's budget, mean and 95% band over seeds) on trials and on simulated time; "
+        "**vs best** / **vs PyTorch** = final best GFLOPS over the best known config / the recorded PyTorch "
+        "reference, weighted geometric mean over tasks of the median over seeds; **to 95%** = median over tasks "
+        "of the median trials to 95% of the best known; **agent s** = the agent's own compute per run (model "
+        "fitting, search), apart from **measure s**, the simulated measurement time per run.", "",
+        "| rank | agent | P (trials) | P band | P (time) | vs best | vs PyTorch | to 95% | agent s | measure s "
+        "| runs |",
+        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for i, r in enumerate(lb.rows, 1):
+        lines.append(f"| {i} | {r['agent']} | {_fmt(r['p_trials'])} | [{_fmt(r['p_lower'])}, {_fmt(r['p_upper'])}] "
+                     f"| {_fmt(r['p_time'])} | {_fmt(r['vs_best'])} | {_fmt(r['vs_reference'])} | "
+                     f"{_fmt(r['to95'], 0)} | {_fmt(r['agent_secs'], 1)} | {_fmt(r['measure_secs'], 0)} | "
+                     f"{r['runs']} |")
+    lines += ["", "## Per task", "",
+              "Median final GFLOPS over the best known, and trials to 100% of it (median [IQR]; `never (k/n)`: "
+              "k of n seeds reached it).", ""]
+    agents = [r["agent"] for r in lb.rows]
+    lines.append("| task | space | best known GFLOPS | PyTorch GFLOPS | " + " | ".join(agents) + " |")
+    lines.append("|---|---|---:|---:|" + "---|" * len(agents))
+    for tid, td in lb.tasks.items():
+        kind = "exhaustive" if td.exhaustive else "sampled (surrogate)"
+        cellstr = []
+        for a in agents:
+            c = lb.cells.get((a, tid))
+            cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c else "-")
+        lines.append(f"| {tid} | {td.preset}, {kind} | {_fmt(td.best_gflops, 2)} | {_fmt(td.reference_gflops, 2)} | "
+                     + " | ".join(cellstr) + " |")
+    lines += ["", f"![best-so-far]({rel(png_curves)})", ""]
+    if png_scores is not None:
+        lines += [f"![random-relative score]({rel(png_scores)})", ""]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def _plot(lb: Leaderboard, folder: Path) -> tuple[Path, Path | None]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    agents = [r["agent"] for r in lb.rows]
+    colors = {a: plt.cm.tab10(i % 10) for i, a in enumerate(agents)}
+    tids = list(lb.tasks)
+    ncols = min(3, len(tids))
+    nrows = math.ceil(len(tids) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
+    for ax, tid in zip(axes.flat, tids):
+        for a in agents:
+            c = lb.cells.get((a, tid))
+            if c is None or not c.curves:
+                continue
+            n = max(len(x) for x in c.curves)
+            arr = np.array([np.pad(x, (0, n - len(x)), mode="edge") for x in c.curves])
+            q25, med, q75 = np.percentile(arr, [25, 50, 75], axis=0)
+            t = np.arange(1, n + 1)
+            ax.plot(t, med, color=colors[a], label=a, lw=1.4)
+            ax.fill_between(t, q25, q75, color=colors[a], alpha=0.15)
+        ax.set_title(f"{tid} ({lb.tasks[tid].preset})", fontsize=9)
+        ax.set_xlabel("trials")
+        ax.set_ylabel("best-so-far / best known")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(tids):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle("Best-so-far throughput (median and IQR over seeds)")
+    fig.tight_layout()
+    curves = folder / "best_so_far.png"
+    fig.savefig(curves, dpi=110)
+    plt.close(fig)
+
+    exhaustive = [t for t in tids if lb.tasks[t].exhaustive]
+    if not exhaustive:
+        return curves, None
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for a in agents:
+        per_task = []
+        for tid in exhaustive:
+            c = lb.cells.get((a, tid))
+            if c and c.p_curves:
+                # every task's budget on a common 0..1 fraction-of-budget axis (50 points)
+                x = np.linspace(0, 1, 50)
+                per_task.append([np.interp(x, np.linspace(0, 1, len(p)), p) for p in c.p_curves])
+        if not per_task:
+            continue
+        n = min(len(p) for p in per_task)
+        per_seed = np.nanmean([np.array(p[:n]) for p in per_task], axis=0)  # seeds x 50
+        band = M.score_band(per_seed)
+        x = np.linspace(0, 1, per_seed.shape[1])
+        ax.plot(x, band["mean"], color=colors[a], label=a)
+        ax.fill_between(x, band["lower"], band["upper"], color=colors[a], alpha=0.12)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("fraction of the random-search budget (trials)")
+    ax.set_ylabel("P(t), mean over exhaustive tasks")
+    ax.set_title("Random-relative score (95% band over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    scores = folder / "random_relative_score.png"
+    fig.savefig(scores, dpi=110)
+    plt.close(fig)
+    return curves, scores

@@ -1,0 +1,192 @@
+"""The benchmark runner: every (agent, task, seed) run of a suite, resumable and parallel.
+
+Each run drives ``tune_gym/Tune-v0`` with an agent (:func:`agents.run`) and becomes one line
+of a results file (:mod:`benchmarks.leaderboard.results`): every config the agent proposed,
+in order, with its throughput and simulated clock, and the agent's own compute seconds
+(``propose``/``observe``/``reset``), kept apart from measurement time so a slow agent cannot
+hide behind a simulated clock. A line is appended and fsynced as soon as its run ends, so a
+killed benchmark loses only the runs in flight; started again, it runs only what is missing.
+
+Runs go to worker processes on this machine (``jobs``) or, with ``ray_address``, to a Ray
+cluster (``ray.init(address=...)``): the same function runs in both.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.leaderboard.results import ResultsFile
+from benchmarks.leaderboard.suite import RunSpec, Suite
+
+__all__ = ["run_one", "run_suite"]
+
+
+def _timed(fn: Callable[..., Any], clock: list[float]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            clock[0] += time.perf_counter() - start
+    return wrapper
+
+
+def make_env(spec: RunSpec) -> Any:
+    """The ``Tune-v0`` env of a run (replay/surrogate data from the dataset catalog)."""
+    import gymnasium as gym
+
+    import tune_gym  # noqa: F401  (registers the envs)
+
+    return gym.make("tune_gym/Tune-v0", task=spec.task, preset=spec.preset, backend=spec.backend,
+                    batch_size=spec.batch, budget=spec.budget, disable_env_checker=True)
+
+
+def run_one(spec: RunSpec) -> dict[str, Any]:
+    """Run one (agent, task, seed) and return its results line (see :mod:`.results`)."""
+    from agents import make_agent, run
+
+    start = time.perf_counter()
+    env = make_env(spec)
+    try:
+        base = env.unwrapped
+        agent = make_agent(spec.agent, **spec.options)
+        agent_secs = [0.0]
+        for name in ("reset", "propose", "observe"):
+            setattr(agent, name, _timed(getattr(agent, name), agent_secs))
+        result = run(agent, env, seed=spec.seed)
+        trials = result.trials
+        line = {
+            "key": spec.key, "spec": asdict(spec), "task_uri": base.task.uri,
+            "space_size": base.space.size, "flops": base.task.flops,
+            "reference_gflops": base.reference_gflops,
+            "data": _data_identity(base.backend, base.task, spec.preset),
+            "configs": [list(t.config) for t in trials],
+            "gflops": [t.result.gflops for t in trials],
+            "errors": [t.result.error for t in trials],
+            "clock": [t.clock for t in trials],
+            "best_gflops": max((t.result.gflops for t in trials), default=0.0),
+            "agent_secs": agent_secs[0], "wall_secs": time.perf_counter() - start,
+            "host": _host(), "time": time.time(),
+        }
+        return line
+    finally:
+        env.close()
+
+
+def _host() -> str:
+    from tune_gym.records import host_id
+
+    return host_id()
+
+
+def _data_identity(backend: Any, task: Any, preset: str) -> dict[str, Any]:
+    """Which data answered the run (dataset files and checksums), so validation uses the same."""
+    datasets = getattr(backend, "datasets", None)
+    if datasets is None:
+        return {"backend": backend.name}
+    return {"backend": backend.name,
+            "datasets": [{"source": Path(d.source).name, "checksum": d.meta.get("checksum")}
+                         for d in datasets(task, preset)]}
+
+
+def run_suite(
+    suite: Suite,
+    out: str | Path,
+    jobs: int = 1,
+    agents: list[str] | None = None,
+    seeds: int | None = None,
+    ray_address: str | None = None,
+    progress: bool = True,
+    runner: Callable[[RunSpec], dict[str, Any]] = run_one,
+) -> ResultsFile:
+    """Run every missing run of ``suite`` and append it to the results file ``out``.
+
+    Args:
+        suite: the suite.
+        out: results file (JSONL); created with a header, or resumed.
+        jobs: worker processes on this machine (ignored with ``ray_address``).
+        agents, seeds: restrict the agents / the number of seeds.
+        ray_address: run on this Ray cluster (``auto``, ``ray://host:port``, or ``local``
+            for a fresh local instance) instead of local processes.
+        progress: a progress bar with ETA on stderr.
+        runner: the function executed per run (tests swap in a slow one).
+    """
+    results = ResultsFile.open(out, suite)
+    todo = [s for s in suite.runs(agents, seeds) if s.key not in results.done]
+    bar = _bar(progress, len(todo), len(results.done), suite.name)
+    try:
+        if ray_address:
+            _run_ray(todo, ray_address, runner, results, bar)
+        elif jobs <= 1:
+            for spec in todo:
+                _finish(results, bar, runner(spec))
+        else:
+            _run_pool(todo, jobs, runner, results, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results
+
+
+def _finish(results: ResultsFile, bar: Any, line: dict[str, Any]) -> None:
+    results.append(line)
+    if bar is not None:
+        bar.set_postfix_str(f"{line['spec']['agent']} {line['spec']['task']} {line['best_gflops']:.1f} GFLOPS",
+                            refresh=False)
+        bar.update(1)
+
+
+def _run_pool(todo: Iterable[RunSpec], jobs: int, runner: Callable[..., Any], results: ResultsFile,
+              bar: Any) -> None:
+    import multiprocessing
+
+    # "spawn": TVM's runtime and thread pools do not survive fork.
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_init) as pool:
+        pending = {pool.submit(runner, spec) for spec in todo}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                _finish(results, bar, fut.result())
+
+
+def _worker_init() -> None:
+    # One thread per worker: runs are parallel across processes, and timing-free (replay).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _run_ray(todo: list[RunSpec], address: str, runner: Callable[..., Any], results: ResultsFile, bar: Any) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("--ray needs Ray: pip install 'ray[default]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=None if address == "local" else address, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    try:
+        remote = ray.remote(num_cpus=1)(runner)
+        pending = [remote.remote(spec) for spec in todo]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                _finish(results, bar, ray.get(ref))
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _bar(progress: bool, total: int, done: int, name: str) -> Any:
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total + done, initial=done, desc=f"bench {name}", unit="run", dynamic_ncols=True,
+                file=sys.stderr)

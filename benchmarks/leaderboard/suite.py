@@ -1,0 +1,139 @@
+"""Benchmark suites: data files (``benchmarks/suites/<name>.toml``) naming agents, tasks, seeds.
+
+A suite file::
+
+    name = "quick"
+    description = "..."
+    backend = "replay"      # default backend of its tasks: replay | surrogate | live
+    seeds = 10              # runs per (agent, task), seeds 0..seeds-1
+    batch = 8               # configs per env step
+    agents = ["*"]          # agent ids, "*" = every registered agent that is available
+    [agent_options]         # optional per-agent options
+    rl-ppo = { n_steps = 64 }
+
+    [[task]]
+    id = "resnet18:7"       # suite task id or task URI
+    preset = "compact"
+    budget = 128            # unique trials per run
+    weight = 3              # occurrences in its network (the geometric mean's weight)
+    backend = "surrogate"   # optional override of the suite's backend
+
+Every run of a suite is an :class:`RunSpec`; its :attr:`RunSpec.key` names it in the
+results file, so a resumed benchmark skips what is done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SUITE_DIR", "RunSpec", "Suite", "SuiteTask", "list_suites", "load_suite"]
+
+SUITE_DIR = Path(__file__).resolve().parents[1] / "suites"
+_BACKENDS = ("replay", "surrogate", "live")
+
+
+class SuiteError(ValueError):
+    """A suite file that cannot be run: unknown keys, bad values, unknown agents or tasks."""
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    id: str
+    preset: str
+    budget: int
+    weight: int = 1
+    backend: str = "replay"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the leaderboard: an agent tuning a task with a seed."""
+
+    agent: str
+    task: str
+    preset: str
+    backend: str
+    seed: int
+    budget: int
+    batch: int
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.agent}|{self.task}|{self.preset}|{self.backend}|{self.budget}|{self.batch}|{self.seed}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    agents: tuple[str, ...]
+    seeds: int
+    batch: int
+    tasks: tuple[SuiteTask, ...]
+    agent_options: dict[str, dict[str, Any]]
+    path: Path | None = None
+
+    def runs(self, agents: list[str] | None = None, seeds: int | None = None) -> list[RunSpec]:
+        """Every run, task-major then agent then seed (so early results cover every agent)."""
+        chosen = list(agents or self.agents)
+        return [RunSpec(a, t.id, t.preset, t.backend, s, t.budget, self.batch, self.agent_options.get(a, {}))
+                for t in self.tasks for s in range(seeds or self.seeds) for a in chosen]
+
+    @property
+    def digest(self) -> str:
+        """A hash of what the suite runs (results of another digest are another benchmark)."""
+        body = {k: v for k, v in asdict(self).items() if k not in ("path", "description")}
+        return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def list_suites() -> list[str]:
+    return sorted(p.stem for p in SUITE_DIR.glob("*.toml"))
+
+
+def load_suite(name: str | Path) -> Suite:
+    """A suite by name (``quick``) or by path to a ``.toml`` file; SuiteError names the problem."""
+    path = Path(name)
+    if path.suffix != ".toml":
+        path = SUITE_DIR / f"{name}.toml"
+    if not path.exists():
+        raise SuiteError(f"no suite {name!r}: known suites are {', '.join(list_suites())} (files in {SUITE_DIR})")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise SuiteError(f"{path}: {err}") from None
+    known = {"name", "description", "backend", "seeds", "batch", "agents", "agent_options", "task"}
+    if unknown := set(raw) - known:
+        raise SuiteError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    backend = raw.get("backend", "replay")
+    tasks = []
+    for i, t in enumerate(raw.get("task", [])):
+        where = f"{path}: task {i + 1} ({t.get('id', '?')})"
+        if unknown := set(t) - {"id", "preset", "budget", "weight", "backend"}:
+            raise SuiteError(f"{where}: unknown keys {sorted(unknown)}")
+        if "id" not in t or "budget" not in t:
+            raise SuiteError(f"{where}: needs id and budget")
+        task = SuiteTask(str(t["id"]), str(t.get("preset", "compact")), int(t["budget"]), int(t.get("weight", 1)),
+                         str(t.get("backend", backend)))
+        if task.backend not in _BACKENDS:
+            raise SuiteError(f"{where}: backend {task.backend!r} is not one of {', '.join(_BACKENDS)}")
+        if task.budget < 1 or task.weight < 1:
+            raise SuiteError(f"{where}: budget and weight must be >= 1")
+        tasks.append(task)
+    if not tasks:
+        raise SuiteError(f"{path}: no [[task]] entries")
+    agents = tuple(raw.get("agents", ["*"]))
+    if "*" in agents:
+        from agents.base import list_agents, unavailable_agents
+
+        agents = tuple(a for a in list_agents() if a not in unavailable_agents())
+    seeds, batch = int(raw.get("seeds", 10)), int(raw.get("batch", 8))
+    if seeds < 1 or batch < 1:
+        raise SuiteError(f"{path}: seeds and batch must be >= 1")
+    return Suite(str(raw.get("name", path.stem)), str(raw.get("description", "")), agents, seeds, batch,
+                 tuple(tasks), {k: dict(v) for k, v in raw.get("agent_options", {}).items()}, path)
