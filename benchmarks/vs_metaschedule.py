@@ -28,7 +28,7 @@ import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# tune_gym agents vs MetaSchedule on {task.uri}", "",
              f"Host: {host_fingerprint()['cpu']} (LLVM cpu {host_fingerprint()['llvm_cpu']}, "
              f"{host_fingerprint()['logical_cores']} logical cores, host id {host_id()}), "
-             f"{datetime.now(timezone.utc):%Y-%m-%d}, Python {platform.python_version()}.",
+             f"{datetime.now(UTC):%Y-%m-%d}, Python {platform.python_version()}.",
              f"PyTorch reference: {reference.gflops:.2f} GFLOPS ({reference.method}).", "",
              "| tuner | " + " | ".join(f"best GFLOPS @{n}" for n in args.trials)
              + " | x PyTorch @" + str(budget) + (" | x MetaSchedule @" + str(budget) if ms_run else "")

@@ -17,8 +17,8 @@ the agents' run loop. Nothing else keeps its own "already measured" set::
 A *run* is one tuning run of the task (one ``Tune-v0`` episode): :meth:`TuningSession.new_run`
 clears the run's trials and budget but keeps the cache, so a later run gets the same
 results without measuring again. Configs are validated once, by whoever turns user input
-into configs (``KnobSpace.check`` in an env's action decoding); the session takes canonical
-configs as they are.
+into configs (``KnobSpace.check_table`` in an env's action decoding); the session takes
+canonical configs as they are.
 
 Example:
     >>> session = TuningSession(task, KnobSpace.for_task(task, "compact"), backend, budget=64,
@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -74,8 +75,10 @@ class Trial:
     source: str
     clock: float
 
-    @property
+    @cached_property
     def gflops(self) -> float:
+        # Cached: MeasureResult.gflops averages its costs on every call, and an env reads
+        # the GFLOPS of every trial it serves on every step.
         return self.result.gflops
 
     @property
@@ -212,6 +215,11 @@ class TuningSession:
         any config ran."""
         return self._best
 
+    @property
+    def best_gflops(self) -> float:
+        """GFLOPS of :attr:`best` (0.0 before any config ran)."""
+        return self._best.gflops if self._best is not None else 0.0
+
     def trial(self, config: Config) -> Trial | None:
         """This run's trial of ``config``, if any."""
         return self._by_config.get(config)
@@ -265,7 +273,7 @@ class TuningSession:
         trial = Trial(len(self.trials) + 1, config, result, source, self.clock)
         self.trials.append(trial)
         self._by_config[config] = trial
-        if result.ok and (self._best is None or result.gflops > self._best.gflops):
+        if result.ok and (self._best is None or trial.gflops > self._best.gflops):
             self._best = trial
         return trial
 

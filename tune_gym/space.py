@@ -189,8 +189,11 @@ class KnobSpace:
             for a in self._active
         ]
         self.size = sum(self._sketch_sizes)
+        # Per sketch, the knobs of its mixed-radix flat index (index() and config()), in order.
+        self._radix_knobs = [[i for i in sorted(a) if self.knobs[i].kind != "sketch"] for a in self._active]
         self.names = [k.name for k in self.knobs]
         self.dims = np.array([len(k) for k in self.knobs], dtype=np.int64)
+        self._scale = np.maximum(self.dims - 1, 1).astype(np.float32)  # divisor of normalized()
         mask = np.zeros((self.n_sketches, self.n_knobs), dtype=bool)
         for s, active in enumerate(self._active):
             mask[s, sorted(active)] = True
@@ -325,7 +328,7 @@ class KnobSpace:
                 f"config has {len(config)} values but the space has {self.n_knobs} knobs ({', '.join(self.names)})"
             )
         out = []
-        for knob, v in zip(self.knobs, config):
+        for i, (knob, v) in enumerate(zip(self.knobs, config)):
             if isinstance(v, (bool, np.bool_)):
                 raise SpaceError(f"knob {knob.name!r}: index must be an integer, got {v!r}")
             if isinstance(v, (float, np.floating)):
@@ -335,9 +338,35 @@ class KnobSpace:
                 raise SpaceError(f"knob {knob.name!r}: index must be an integer, got {type(v).__name__} {v!r}")
             iv = int(v)
             if not 0 <= iv < len(knob):
-                raise SpaceError(f"knob {knob.name!r}: index {iv} out of range [0, {len(knob) - 1}]")
+                raise SpaceError(self._range_message(i, iv))
             out.append(iv)
         return self.canonical(out)
+
+    def check_table(self, table: np.ndarray) -> np.ndarray:
+        """Validate an ``n x n_knobs`` integer array of configs and return it canonical.
+
+        The batch form of :meth:`check` for integer arrays (an env's action, every step):
+        one NumPy range check and one masked select instead of a Python loop per value.
+        ``[tuple(c) for c in space.check_table(t).tolist()]`` equals ``[space.check(c) for c in t]``.
+
+        Returns:
+            A new ``int64`` array: the rows canonical (:meth:`canonical`).
+
+        Raises:
+            SpaceError: the array is not ``n x n_knobs`` integers, or ``row r: knob 'name':
+                index v out of range [0, d]`` for the first bad value in row-major order.
+        """
+        table = np.asarray(table)
+        if table.ndim != 2 or table.shape[1] != self.n_knobs or table.dtype.kind not in "iu":
+            raise SpaceError(f"expected an n x {self.n_knobs} integer array, got {table.dtype} of shape {table.shape}")
+        out_of_range = (table < 0) | (table >= self.dims)
+        if out_of_range.any():
+            row, knob = (int(i) for i in np.argwhere(out_of_range)[0])
+            raise SpaceError(f"row {row}: {self._range_message(knob, int(table[row, knob]))}")
+        return np.where(self._active_mask[self.sketches(table)], table, 0).astype(np.int64, copy=False)
+
+    def _range_message(self, knob: int, value: int) -> str:
+        return f"knob {self.names[knob]!r}: index {value} out of range [0, {len(self.knobs[knob]) - 1}]"
 
     def canonical(self, config: Sequence[int] | np.ndarray) -> Config:
         """Set the knobs the config's sketch does not use to 0."""
@@ -367,7 +396,7 @@ class KnobSpace:
         config = self.check(config)
         s = self.sketch_of(config)
         flat = 0
-        for i in self._radix(s):
+        for i in self._radix_knobs[s]:
             flat = flat * int(self.dims[i]) + config[i]
         return sum(self._sketch_sizes[:s]) + flat
 
@@ -383,12 +412,9 @@ class KnobSpace:
         out = [0] * self.n_knobs
         if self.n_sketches > 1:
             out[0] = s
-        for i in reversed(self._radix(s)):
+        for i in reversed(self._radix_knobs[s]):
             rest, out[i] = divmod(rest, int(self.dims[i]))
         return tuple(out)
-
-    def _radix(self, sketch: int) -> list[int]:
-        return [i for i in sorted(self._active[sketch]) if self.knobs[i].kind != "sketch"]
 
     def __iter__(self) -> Iterator[Config]:
         """Every config in flat-index order."""
@@ -447,7 +473,7 @@ class KnobSpace:
     def normalized(self, configs: Sequence[Config] | np.ndarray) -> np.ndarray:
         """Knob indices scaled to [0, 1] (``index / (choices - 1)``), shape ``n x n_knobs``."""
         arr = np.asarray(configs, dtype=np.float32).reshape(-1, self.n_knobs)
-        return arr / np.maximum(self.dims - 1, 1).astype(np.float32)
+        return arr / self._scale
 
     # ------------------------------------------------------------------ schedules
     def trace(self, config: Config, check: bool = True) -> Any:

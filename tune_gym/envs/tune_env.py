@@ -80,6 +80,9 @@ from tune_gym.tasks.task import Task
 
 __all__ = ["TuneEnv"]
 
+#: Encoded ``schedule`` observations kept per env (see :meth:`TuneEnv._schedule`); 2 KB each.
+_SCHEDULE_CACHE = 1024
+
 
 class TuneEnv(gym.Env):
     """Batch-proposal tuning environment for one task (see the module docstring)."""
@@ -145,6 +148,8 @@ class TuneEnv(gym.Env):
             "progress": free((2,), 0.0),
         })
         self._task_features = task_features(self.task)
+        self._default_config = self.space.canonical([0] * k)  # shown before any measurement
+        self._schedules: dict[Config, np.ndarray] = {}  # config -> encoded trace, see _schedule
         self._session_fresh = True  # the session's first run (with resumed records) not yet used
         self._clear_last()
 
@@ -182,7 +187,7 @@ class TuneEnv(gym.Env):
     def best(self) -> tuple[Config | None, float]:
         """``(best config, its GFLOPS)`` of the current episode."""
         best = self.session.best
-        return (best.config, best.gflops) if best is not None else (None, 0.0)
+        return (best.config if best is not None else None), self.session.best_gflops
 
     @property
     def measured_count(self) -> int:
@@ -194,14 +199,29 @@ class TuneEnv(gym.Env):
         """Wall seconds spent in the backend over the env's life."""
         return self.session.wall_secs
 
-    def _obs(self) -> dict[str, np.ndarray]:
+    def _schedule(self, config: Config) -> np.ndarray:
+        """The encoded trace of ``config`` for the ``schedule`` observation (read-only: copy it).
+
+        Encoding walks the config's TVM trace, about a millisecond: more than ten times the
+        rest of a replayed step. The observation shows the best config, which rarely changes,
+        so each encoding is cached (the oldest of ``_SCHEDULE_CACHE`` configs is dropped first).
+        """
         from tune_gym.features.primitives import encode_trace
 
+        encoded = self._schedules.get(config)
+        if encoded is None:
+            if len(self._schedules) >= _SCHEDULE_CACHE:
+                del self._schedules[next(iter(self._schedules))]
+            encoded = encode_trace(self.space.trace(config, check=False), *self._sched_shape)
+            encoded.setflags(write=False)
+            self._schedules[config] = encoded
+        return encoded
+
+    def _obs(self) -> dict[str, np.ndarray]:
         best_cfg, best_gflops = self.best
-        cfg = best_cfg if best_cfg is not None else self.space.canonical([0] * self.space.n_knobs)
         return {
             "task": self._task_features.copy(),
-            "schedule": encode_trace(self.space.trace(cfg, check=False), *self._sched_shape),
+            "schedule": self._schedule(best_cfg if best_cfg is not None else self._default_config).copy(),
             "last_configs": self._last_configs.copy(),
             "last_throughput": self._last_tp.copy(),
             "last_valid": self._last_valid.copy(),
@@ -217,6 +237,10 @@ class TuneEnv(gym.Env):
 
     def decode_action(self, action: Any) -> list[Config]:
         """Validate an action and return its configs (canonical); ValueError names the problem."""
+        return _configs(self._decode(action))
+
+    def _decode(self, action: Any) -> np.ndarray:
+        """:meth:`decode_action`'s configs as a canonical ``(batch_size, n_knobs)`` int64 table."""
         if isinstance(action, (list, tuple)) and _holds_bool(action):
             raise SpaceError("action holds a bool; expected integer indices (e.g. np.int64)")
         try:
@@ -243,7 +267,7 @@ class TuneEnv(gym.Env):
             if bad.size:
                 raise SpaceError(
                     f"action row {bad[0]}: flat index {arr[bad[0]]} out of range [0, {self.space.size - 1}]")
-            return [self.space.config(int(i)) for i in arr]
+            return np.array([self.space.config(int(i)) for i in arr], dtype=np.int64)
         expected = (self.batch_size, self.space.n_knobs)
         if arr.shape == (self.batch_size * self.space.n_knobs,):
             arr = arr.reshape(expected)
@@ -251,13 +275,10 @@ class TuneEnv(gym.Env):
             raise SpaceError(
                 f"action shape {arr.shape}; expected {expected} or ({expected[0] * expected[1]},) "
                 f"(batch_size x knobs: {', '.join(self.space.names)})")
-        out = []
-        for row, values in enumerate(arr):
-            try:
-                out.append(self.space.check(values))
-            except SpaceError as err:
-                raise SpaceError(f"action row {row}: {err}") from None
-        return out
+        try:
+            return self.space.check_table(arr)  # "row r: knob 'name': index v out of range [0, d]"
+        except SpaceError as err:
+            raise SpaceError(f"action {err}") from None
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
@@ -270,17 +291,16 @@ class TuneEnv(gym.Env):
         return self._obs(), self._info(resumed=len(trials), new_trials=tuple(trials))
 
     def step(self, action: Any):  # type: ignore[override]
-        configs = self.decode_action(action)
-        _, before = self.best
+        table = self._decode(action)
+        configs = _configs(table)
+        before = self.session.best_gflops
         self._session_fresh = False
         ev = self.session.evaluate(configs)
-        for row, outcome in enumerate(ev.outcomes):
-            res = outcome.result
-            self._last_tp[row] = (res.gflops if res is not None else 0.0) / self.reference_gflops
-            self._last_valid[row] = float(res is not None and res.ok)
-        self._last_configs = self.space.normalized(configs)
-        _, after = self.best
-        reward = (after - before) / self.reference_gflops
+        trials = [outcome.trial for outcome in ev.outcomes]  # None where skipped
+        self._last_tp[:] = [(t.gflops if t is not None else 0.0) / self.reference_gflops for t in trials]
+        self._last_valid[:] = [t is not None and t.ok for t in trials]
+        self._last_configs = self.space.normalized(table)
+        reward = (self.session.best_gflops - before) / self.reference_gflops
         terminated = self.session.space_done
         truncated = not terminated and self.session.exhausted
         info = self._info(outcomes=ev.outcomes, new_trials=ev.new, measure_secs=ev.cost)
@@ -306,6 +326,11 @@ def _check_reward_norm(reward_norm: Any) -> None:
             raise ValueError(f"reward_norm must be a finite number > 0, got {reward_norm}")
     elif reward_norm not in ("torch", "none"):
         raise ValueError(f"reward_norm must be 'torch', 'none' or a positive number, not {reward_norm!r}")
+
+
+def _configs(table: np.ndarray) -> list[Config]:
+    """The rows of a config table as configs (tuples of Python ints)."""
+    return [tuple(row) for row in table.tolist()]
 
 
 def _holds_bool(items: Any) -> bool:

@@ -1,4 +1,5 @@
-"""Measurement backends (live TVM builds and timing, replay of recorded data) and their results."""
+"""Measurement backends (live TVM builds and timing, replay of recorded data, a surrogate model
+fitted on recorded data) and their results."""
 
 from __future__ import annotations
 
@@ -10,13 +11,25 @@ from tune_gym.measure.result import ERROR_KINDS, MeasureResult
 __all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "make_backend", "resolve_backend"]
 
 #: Backend ids :func:`make_backend` knows.
-BACKENDS = ("live", "replay")
+BACKENDS = ("live", "replay", "surrogate")
 
 
 def make_backend(name: str, **options: Any) -> Backend:
-    """A backend by short id: ``live`` (options: :class:`LiveConfig` fields) or ``replay``
-    (options ``dataset``: dataset or record file(s), default the dataset catalog;
-    ``fallback``: a backend answering configs the data does not hold)."""
+    """A backend by short id.
+
+    * ``live``: real builds and timing; options: :class:`LiveConfig` fields.
+    * ``replay``: recorded results (:class:`ReplayBackend`); options ``dataset``: dataset or
+      record file(s), default the dataset catalog; ``fallback``: a backend answering configs
+      the data does not hold, either an object or a backend id (``"surrogate"``: a
+      :class:`SurrogateBackend` fitted on the same ``dataset``; ``"live"``: measure them);
+      ``fallback_options``: options of a fallback given by id (e.g. ``{"seed": 1}``).
+    * ``surrogate``: an XGBoost model fitted on the data answers any config
+      (:class:`SurrogateBackend`); options ``dataset`` (as for replay), ``seed`` (noise
+      seed, default 0) and ``noise`` (default ``True``).
+
+    Example:
+        >>> make_backend("replay", dataset="partial.parquet", fallback="surrogate", fallback_options={"seed": 1})
+    """
     if name == "live":
         from tune_gym.measure.live import LiveBackend
 
@@ -24,10 +37,29 @@ def make_backend(name: str, **options: Any) -> Backend:
     if name == "replay":
         from tune_gym.measure.replay import ReplayBackend
 
-        unknown = set(options) - {"dataset", "fallback"}
+        unknown = set(options) - {"dataset", "fallback", "fallback_options"}
         if unknown:
-            raise ValueError(f"replay backend_options are 'dataset' and 'fallback', not {sorted(unknown)}")
-        return ReplayBackend(options.get("dataset"), fallback=options.get("fallback"))
+            raise ValueError(f"replay backend_options are 'dataset', 'fallback' and 'fallback_options', "
+                             f"not {sorted(unknown)}")
+        dataset, fallback = options.get("dataset"), options.get("fallback")
+        fallback_options = dict(options.get("fallback_options") or {})
+        if isinstance(fallback, str):
+            if fallback == "surrogate":
+                fallback = make_backend("surrogate", dataset=dataset, **fallback_options)
+            elif fallback == "live":
+                fallback = make_backend("live", **fallback_options)
+            else:
+                raise ValueError(f"replay fallback {fallback!r}: give 'surrogate', 'live' or a backend object")
+        elif fallback_options:
+            raise ValueError("replay fallback_options apply only when fallback is given by id")
+        return ReplayBackend(dataset, fallback=fallback)
+    if name == "surrogate":
+        from tune_gym.measure.surrogate import SurrogateBackend
+
+        unknown = set(options) - {"dataset", "seed", "noise"}
+        if unknown:
+            raise ValueError(f"surrogate backend_options are 'dataset', 'seed' and 'noise', not {sorted(unknown)}")
+        return SurrogateBackend(options.get("dataset"), seed=options.get("seed", 0), noise=options.get("noise", True))
     raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(BACKENDS)}")
 
 

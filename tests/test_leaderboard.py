@@ -1,0 +1,201 @@
+"""The benchmark runner, results files, validation, the leaderboard report and Ray dispatch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.leaderboard.report import compute, write_leaderboard
+from benchmarks.leaderboard.results import ResultsError, read_results
+from benchmarks.leaderboard.runner import run_suite
+from benchmarks.leaderboard.suite import SuiteError, list_suites, load_suite
+from benchmarks.leaderboard.validate import validate
+from tune_gym.datasets import Dataset
+from tune_gym.measure.reference import Reference
+from tune_gym.records import load_records
+
+DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
+DENSE = "op://dense-v1/m32_n32_k32?weights=given&target=llvm"
+SUITE = f"""
+name = "tiny"
+description = "two agents on the tiny dense space"
+seeds = 4
+batch = 4
+agents = ["random", "xgb-sa"]
+[agent_options]
+xgb-sa = {{ plan_size = 8, num_rounds = 10 }}
+[[task]]
+id = "{DENSE}"
+preset = "compact"
+budget = 24
+weight = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """A dataset catalog holding the tiny dense space, exhaustively, with a reference."""
+    folder = tmp_path_factory.mktemp("data")
+    ds = Dataset.from_records([r for r in load_records(DATA) if r.task == DENSE], mode="exhaustive")
+    ds.meta["references"] = {ds.host[0]: Reference(10.0, "test", (10.0,), ds.host[0]).to_json()}
+    ds.save(folder / "dense_compact.parquet")
+    return folder
+
+
+@pytest.fixture()
+def suite_file(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv("TUNE_GYM_DATA", str(data_dir))
+    path = tmp_path / "tiny.toml"
+    path.write_text(SUITE)
+    return path
+
+
+def test_suites_are_data_files_and_bad_ones_are_refused(tmp_path):
+    assert {"quick", "standard"} <= set(list_suites())
+    quick = load_suite("quick")
+    assert quick.agents and quick.tasks and quick.seeds >= 3
+    with pytest.raises(SuiteError, match="no suite 'nope'"):
+        load_suite("nope")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('seeds = 3\n[[task]]\nid = "resnet18:7"\nbudget = 8\nbackend = "gpu"\n')
+    with pytest.raises(SuiteError, match="backend 'gpu' is not one of"):
+        load_suite(bad)
+    bad.write_text('sedes = 3\n[[task]]\nid = "resnet18:7"\nbudget = 8\n')
+    with pytest.raises(SuiteError, match=r"unknown keys \['sedes'\]"):
+        load_suite(bad)
+
+
+def test_bench_writes_every_run_and_validates(suite_file, tmp_path):
+    out = tmp_path / "results.jsonl"
+    results = run_suite(load_suite(suite_file), out, progress=False)
+    header, runs = read_results(out)
+    assert header["suite"]["name"] == "tiny" and len(runs) == 8 == len(results.done)
+    for line in runs:
+        assert len(line["configs"]) == len(line["gflops"]) == len(line["clock"]) == 24
+        assert line["reference_gflops"] == 10.0 and line["agent_secs"] >= 0
+        assert line["data"]["datasets"][0]["checksum"]
+    report = validate(out, rerun=8)
+    assert report.ok, report.problems
+    assert report.checked == 8 and report.rerun == 8
+
+
+def test_same_seed_same_run(suite_file, tmp_path):
+    a = run_suite(load_suite(suite_file), tmp_path / "a.jsonl", progress=False, seeds=2)
+    b = run_suite(load_suite(suite_file), tmp_path / "b.jsonl", progress=False, seeds=2)
+    assert [r["configs"] for r in a.runs] == [r["configs"] for r in b.runs]
+
+
+def test_validate_catches_a_tampered_number_and_a_swapped_config(suite_file, tmp_path):
+    out = tmp_path / "results.jsonl"
+    run_suite(load_suite(suite_file), out, progress=False, seeds=1)
+    lines = out.read_text().splitlines()
+    run = json.loads(lines[1])
+    run["gflops"][3] *= 1.5  # a better number than was measured
+    (tmp_path / "number.jsonl").write_text("\n".join([lines[0], json.dumps(run), *lines[2:]]) + "\n")
+    report = validate(tmp_path / "number.jsonl", rerun=0)
+    assert not report.ok and any("gflops of trial 4" in p for p in report.problems)
+
+    # a config swapped for the best one, with its true number: replay agrees, the re-run does not
+    from tune_gym.datasets import load_dataset
+    from tune_gym.datasets.catalog import find_dataset
+
+    ds = load_dataset(find_dataset(DENSE, "compact").path)
+    best = int(ds.gflops.argmax())
+    run = json.loads(lines[1])
+    if ds.configs[best].tolist() not in run["configs"]:
+        run["configs"][0] = ds.configs[best].tolist()
+        run["gflops"][0] = float(ds.gflops[best])
+        run["errors"][0] = None
+        clock0 = float(ds.build_secs[best] + ds.run_secs[best])
+        old0 = run["clock"][0]
+        run["clock"] = [c - old0 + clock0 for c in run["clock"]]
+        run["best_gflops"] = max(run["gflops"])
+        (tmp_path / "swapped.jsonl").write_text("\n".join([lines[0], json.dumps(run), *lines[2:]]) + "\n")
+        report = validate(tmp_path / "swapped.jsonl", rerun=2)
+        assert any("re-run from its seed proposes other configs" in p for p in report.problems), report.problems
+
+
+def test_results_of_another_suite_are_not_resumed(suite_file, tmp_path):
+    out = tmp_path / "results.jsonl"
+    run_suite(load_suite(suite_file), out, progress=False, seeds=1)
+    other = tmp_path / "other.toml"
+    other.write_text(SUITE.replace("budget = 24", "budget = 16"))
+    with pytest.raises(ResultsError, match="digest"):
+        run_suite(load_suite(other), out, progress=False, seeds=1)
+
+
+def test_bench_resumes_after_sigkill_with_nothing_lost_or_run_twice(suite_file, tmp_path, data_dir):
+    out = tmp_path / "results.jsonl"
+    script = textwrap.dedent(f"""
+        import time
+        from benchmarks.leaderboard.runner import run_one, run_suite
+        from benchmarks.leaderboard.suite import load_suite
+
+        def slow(spec):
+            line = run_one(spec)
+            time.sleep(0.4)
+            return line
+
+        run_suite(load_suite({str(suite_file)!r}), {str(out)!r}, progress=False, runner=slow)
+    """)
+    env = {**os.environ, "TUNE_GYM_DATA": str(data_dir)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if out.exists() and len(out.read_text().splitlines()) >= 4:  # header + 3 runs
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _, before = read_results(out)
+    assert 3 <= len(before) < 8
+    results = run_suite(load_suite(suite_file), out, progress=False)
+    _, after = read_results(out)
+    keys = [r["key"] for r in after]
+    assert len(keys) == len(set(keys)) == 8
+    assert after[: len(before)] == before  # earlier runs kept as they were
+    assert len(results.runs) == 8
+
+
+def test_parallel_processes_give_the_same_runs(suite_file, tmp_path):
+    serial = run_suite(load_suite(suite_file), tmp_path / "serial.jsonl", progress=False, seeds=2)
+    parallel = run_suite(load_suite(suite_file), tmp_path / "parallel.jsonl", progress=False, seeds=2, jobs=2)
+    by_key = lambda rs: {r["key"]: r["configs"] for r in rs.runs}
+    assert by_key(serial) == by_key(parallel)
+
+
+def test_leaderboard_report(suite_file, tmp_path):
+    out = tmp_path / "results.jsonl"
+    run_suite(load_suite(suite_file), out, progress=False)
+    lb = compute(out)
+    assert {r["agent"] for r in lb.rows} == {"random", "xgb-sa"}
+    for row in lb.rows:
+        assert 0 < row["vs_best"] <= 1 and row["runs"] == 4
+        assert -5 < row["p_trials"] <= 1
+    md = write_leaderboard(out, tmp_path / "LEADERBOARD.md", plots=tmp_path / "plots")
+    text = md.read_text()
+    assert "| 1 |" in text and "random" in text and "xgb-sa" in text
+    assert (tmp_path / "plots" / "best_so_far.png").stat().st_size > 1000
+    assert (tmp_path / "plots" / "random_relative_score.png").stat().st_size > 1000
+
+
+def test_ray_dispatch_on_a_local_instance(suite_file, tmp_path, data_dir):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"TUNE_GYM_DATA": str(data_dir), "OMP_NUM_THREADS": "1"}})
+    try:
+        via_ray = run_suite(load_suite(suite_file), tmp_path / "ray.jsonl", progress=False, seeds=2,
+                            ray_address="auto")
+    finally:
+        ray.shutdown()
+    local = run_suite(load_suite(suite_file), tmp_path / "local.jsonl", progress=False, seeds=2)
+    by_key = lambda rs: {r["key"]: r["configs"] for r in rs.runs}
+    assert by_key(via_ray) == by_key(local) and len(via_ray.runs) == 4
