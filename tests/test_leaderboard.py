@@ -123,13 +123,19 @@ def test_validate_catches_a_tampered_number_and_a_swapped_config(suite_file, tmp
         assert any("re-run from its seed proposes other configs" in p for p in report.problems), report.problems
 
 
-def test_results_of_another_suite_are_not_resumed(suite_file, tmp_path):
+def test_a_grown_suite_keeps_its_runs_and_another_suite_is_refused(suite_file, tmp_path):
     out = tmp_path / "results.jsonl"
-    run_suite(load_suite(suite_file), out, progress=False, seeds=1)
+    first = run_suite(load_suite(suite_file), out, progress=False)
+    grown = tmp_path / "grown.toml"
+    grown.write_text(SUITE.replace("budget = 24", "budget = 16").replace("seeds = 4", "seeds = 5"))
+    again = run_suite(load_suite(grown), out, progress=False)
+    assert len(again.runs) == 8 + 10  # the budget-24 runs stay; 10 budget-16 runs were added
+    assert again.runs[:8] == first.runs
+    assert {r["runs"] for r in compute(out).rows} == {5}  # the leaderboard shows the suite as it is now
     other = tmp_path / "other.toml"
-    other.write_text(SUITE.replace("budget = 24", "budget = 16"))
-    with pytest.raises(ResultsError, match="digest"):
-        run_suite(load_suite(other), out, progress=False, seeds=1)
+    other.write_text(SUITE.replace('name = "tiny"', 'name = "other"'))
+    with pytest.raises(ResultsError, match="holds results of suite 'tiny', not 'other'"):
+        run_suite(load_suite(other), out, progress=False)
 
 
 def test_bench_resumes_after_sigkill_with_nothing_lost_or_run_twice(suite_file, tmp_path, data_dir):

@@ -86,7 +86,11 @@ def _task_data(uri: str, preset: str) -> TaskData:
 
 def compute(results: str | Path) -> Leaderboard:
     """Every metric of a results file (datasets come from the catalog)."""
+    from benchmarks.leaderboard.suite import Suite
+
     header, runs = read_results(results)
+    current = {spec.key for spec in Suite.from_dict(header["suite"]).runs()}
+    runs = [r for r in runs if r["key"] in current]  # runs of the suite as it is now
     weights = {(t["id"], t["preset"]): t["weight"] for t in header["suite"]["tasks"]}
     tasks: dict[str, TaskData] = {}
     cells: dict[tuple[str, str], Cell] = {}

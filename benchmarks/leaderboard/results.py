@@ -1,7 +1,9 @@
 """Results files: one JSON line per benchmark run, after a header naming the suite.
 
-The header (first line) holds the format version, the suite (its digest and contents),
-the host and the software versions. Each later line is one run (:func:`runner.run_one`):
+The header (first line) holds the format version, the suite (its digest and contents)
+and the host; when the suite changes (more tasks, agents, seeds), a ``suite_update`` line
+records the new one and the earlier runs stay (runs are named by their spec). Every other
+line is one run (:func:`runner.run_one`):
 its spec, every config the agent proposed in order with its GFLOPS, error and simulated
 clock, the best GFLOPS, the agent's compute seconds and the identity of the data that
 answered (dataset file and checksum). Lines are appended with one ``write`` and fsynced,
@@ -54,6 +56,8 @@ def read_results(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
                 raise ResultsError(f"{path}: results format version {obj.get('version')}; "
                                    f"this tune_gym reads {RESULTS_VERSION}")
             header = obj
+        elif "suite_update" in obj:  # the suite changed between sessions of this file
+            header = {**header, "suite": obj["suite_update"], "suite_digest": obj["suite_digest"]}
         else:
             runs.append(obj)
     if header is None:
@@ -76,16 +80,18 @@ class ResultsFile:
         path = Path(path)
         if path.exists() and path.stat().st_size:
             header, runs = read_results(path)
-            if header["suite_digest"] != suite.digest:
-                raise ResultsError(
-                    f"{path} holds results of suite {header['suite']['name']} with digest {header['suite_digest']}; "
-                    f"this suite ({suite.name}) has digest {suite.digest} (its agents, tasks, budgets or seeds "
-                    "changed): write to another file")
+            if header["suite"]["name"] != suite.name:
+                raise ResultsError(f"{path} holds results of suite {header['suite']['name']!r}, not {suite.name!r}: "
+                                   "write to another file")
+            if header["suite_digest"] != suite.digest:  # the suite grew or changed: record it, keep the runs
+                update = {"suite_update": _suite_dict(suite), "suite_digest": suite.digest, "time": time.time()}
+                _append(path, update)
+                header = {**header, "suite": update["suite_update"], "suite_digest": suite.digest}
             return cls(path, header, runs)
         from tune_gym.records import host_fingerprint
 
         header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "suite_digest": suite.digest,
-                  "suite": {k: v for k, v in asdict(suite).items() if k != "path"}, "created": time.time(),
+                  "suite": _suite_dict(suite), "created": time.time(),
                   "host": host_fingerprint()}
         path.parent.mkdir(parents=True, exist_ok=True)
         _append(path, header)
@@ -97,6 +103,10 @@ class ResultsFile:
         _append(self.path, line)
         self.runs.append(line)
         self.done.add(line["key"])
+
+
+def _suite_dict(suite: Suite) -> dict[str, Any]:
+    return {k: v for k, v in asdict(suite).items() if k != "path"}
 
 
 def _append(path: Path, obj: dict[str, Any]) -> None:

@@ -18,8 +18,9 @@ A suite file::
     weight = 3              # occurrences in its network (the geometric mean's weight)
     backend = "surrogate"   # optional override of the suite's backend
 
-Every run of a suite is an :class:`RunSpec`; its :attr:`RunSpec.key` names it in the
-results file, so a resumed benchmark skips what is done.
+Every run of a suite is a :class:`RunSpec`; its :attr:`RunSpec.key` names it in the
+results file, so a resumed benchmark skips what is done, and a suite that grows (more
+tasks, agents or seeds) keeps the runs it already has.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        return f"{self.agent}|{self.task}|{self.preset}|{self.backend}|{self.budget}|{self.batch}|{self.seed}"
+        """Names the run: two runs with the same key give the same results (on replay)."""
+        key = f"{self.agent}|{self.task}|{self.preset}|{self.backend}|{self.budget}|{self.batch}|{self.seed}"
+        return key + (f"|{json.dumps(self.options, sort_keys=True)}" if self.options else "")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,12 @@ class Suite:
         chosen = list(agents or self.agents)
         return [RunSpec(a, t.id, t.preset, t.backend, s, t.budget, self.batch, self.agent_options.get(a, {}))
                 for t in self.tasks for s in range(seeds or self.seeds) for a in chosen]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Suite:
+        """The suite as a results file's header stores it."""
+        return cls(d["name"], d["description"], tuple(d["agents"]), int(d["seeds"]), int(d["batch"]),
+                   tuple(SuiteTask(**t) for t in d["tasks"]), dict(d["agent_options"]))
 
     @property
     def digest(self) -> str:
