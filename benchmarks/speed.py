@@ -52,7 +52,7 @@ from tune_gym.records import host_fingerprint
 from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
 
-DEFAULT_DATASET = "benchmarks/datasets/jsonl/resnet18_7_compact.jsonl"
+DEFAULT_DATASET = "benchmarks/datasets/resnet18_7_compact.parquet"
 DEFAULT_OUT = Path("benchmarks/results/speed/speed.json")
 ACTIONS = ("random", "fresh", "repeat")
 
