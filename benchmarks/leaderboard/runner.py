@@ -50,8 +50,13 @@ def make_env(spec: RunSpec) -> Any:
 
 def run_one(spec: RunSpec) -> dict[str, Any]:
     """Run one (agent, task, seed) and return its results line (see :mod:`.results`)."""
+    import torch
+
     from agents import make_agent, run
 
+    # One thread per run: runs are parallel across processes, and a model's thread pool
+    # competing for the same cores slows it down (GP fits 3-5x on 2 cores).
+    torch.set_num_threads(1)
     start = time.perf_counter()
     env = make_env(spec)
     try:
