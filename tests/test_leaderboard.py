@@ -59,9 +59,13 @@ def suite_file(tmp_path, data_dir, monkeypatch):
 
 
 def test_suites_are_data_files_and_bad_ones_are_refused(tmp_path):
-    assert {"quick", "standard"} <= set(list_suites())
-    quick = load_suite("quick")
-    assert quick.agents and quick.tasks and quick.seeds >= 3
+    assert {"quick", "standard", "live"} <= set(list_suites())
+    for name in list_suites():
+        suite = load_suite(name)
+        assert suite.agents and suite.tasks and suite.seeds >= 3
+    assert load_suite("standard").seeds >= 10
+    with pytest.raises(ValueError, match="timed one at a time"):
+        run_suite(load_suite("live"), tmp_path / "live.jsonl", jobs=2, progress=False)
     with pytest.raises(SuiteError, match="no suite 'nope'"):
         load_suite("nope")
     bad = tmp_path / "bad.toml"
@@ -205,3 +209,18 @@ def test_ray_dispatch_on_a_local_instance(suite_file, tmp_path, data_dir):
     local = run_suite(load_suite(suite_file), tmp_path / "local.jsonl", progress=False, seeds=2)
     by_key = lambda rs: {r["key"]: r["configs"] for r in rs.runs}
     assert by_key(via_ray) == by_key(local) and len(via_ray.runs) == 4
+
+
+def test_every_suite_task_off_live_hardware_has_a_committed_dataset(monkeypatch):
+    from tune_gym.datasets.catalog import find_dataset
+
+    monkeypatch.delenv("TUNE_GYM_DATA", raising=False)
+    for name in list_suites():
+        for task in load_suite(name).tasks:
+            if task.backend == "live":
+                continue
+            entry = find_dataset(task.id, task.preset)
+            assert entry is not None, f"suite {name}: no dataset of {task.id} ({task.preset})"
+            if task.backend == "replay":
+                assert entry.exhaustive, f"suite {name}: {task.id} is replayed but not measured exhaustively"
+                assert task.budget <= entry.rows

@@ -123,6 +123,9 @@ def run_suite(
         progress: a progress bar with ETA on stderr.
         runner: the function executed per run (tests swap in a slow one).
     """
+    if any(t.backend == "live" for t in suite.tasks) and (jobs > 1 or ray_address):
+        raise ValueError(f"suite {suite.name} measures live: its runs are timed one at a time on this machine "
+                         "(no --jobs > 1, no --ray)")
     results = ResultsFile.open(out, suite)
     todo = [s for s in suite.runs(agents, seeds) if s.key not in results.done]
     bar = _bar(progress, len(todo), len(results.done), suite.name)
