@@ -191,6 +191,9 @@ def test_collect_exhaustive_resumes_after_a_kill_without_measuring_twice(tmp_pat
     with pytest.raises(KeyboardInterrupt):
         collect(task, "compact", out, [Plan("exhaustive")], backend=first, batch=32, progress=False)
     assert len(load_records(journal_path(out))) == 64  # two fsynced batches survive
+    saved = collect(task, "compact", out, [Plan("exhaustive")], backend=CountingBackend(records, die_after=0),
+                    progress=False, measure=False)  # rewrite the dataset from the journal only
+    assert len(saved) == 64 and len(load_dataset(out)) == 64
     second = CountingBackend(records)
     ds = collect(task, "compact", out, [Plan("exhaustive")], backend=second, batch=32, progress=False,
                  command="test")

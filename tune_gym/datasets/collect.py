@@ -105,6 +105,7 @@ def collect(
     save_every: float = 300.0,
     progress: bool = True,
     command: str | None = None,
+    measure: bool = True,
 ) -> Dataset:
     """Run ``plans`` on ``task``'s ``preset`` space and write the dataset ``out`` (Parquet).
 
@@ -119,6 +120,8 @@ def collect(
         save_every: seconds between rewrites of ``out`` from the journal.
         progress: show a progress bar with ETA (tqdm) on stderr.
         command: the command line recorded in the dataset's metadata.
+        measure: ``False`` only rewrites ``out`` from the journal (e.g. after killing a
+            collection, to save what it measured since its last rewrite) and measures nothing.
 
     Returns:
         The dataset as written.
@@ -144,7 +147,7 @@ def collect(
         backend = LiveBackend(repeat=3)
     started = time.time()
     entry = {"command": command or shlex.join(["tune-gym", "collect", *sys.argv[1:]]),
-             "plans": [asdict(p) for p in plans], "host": host_id(), "started": started}
+             "plans": [asdict(p) for p in plans] if measure else [], "host": host_id(), "started": started}
     modes = _ModeBook(plans, selections, previous)
     try:
         with TuningSession(task, space, backend, log=journal, resume=True) as session:
@@ -153,7 +156,7 @@ def collect(
                                  or measure_reference(task))
             at_start = len(session.measured)
             saver = _Saver(out, task, preset, journal, modes, previous, entry, save_every)
-            for plan, selection in zip(plans, selections):
+            for plan, selection in zip(plans if measure else [], selections):
                 session.new_run()
                 if plan.mode == "exploration":
                     _explore(session, plan, explorer(plan), modes, batch, progress, saver)  # type: ignore[misc]
