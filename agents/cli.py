@@ -74,7 +74,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
             out = args.out or args.out_dir / dataset_name(text, args.preset)
             ds = collect(task, args.preset, out, plans, backend=backend, explorer=explorer, batch=args.batch,
                          save_every=args.save_every, progress=not args.quiet, command=command,
-                         measure=not args.save_only)
+                         measure=not args.save_only, note=args.note)
             s = ds.summary()
             print(f"{out}: {s['rows']} rows ({s['ok']} ran) of {task.uri}, best {s['best_gflops']:.2f} GFLOPS, "
                   f"PyTorch {s['reference_gflops']} GFLOPS")
@@ -122,5 +122,6 @@ def register(sub: Any) -> None:
     p.add_argument("--save-every", type=float, default=300.0, help="seconds between dataset rewrites")
     p.add_argument("--save-only", action="store_true",
                    help="measure nothing: rewrite the dataset from its journal (after killing a collection)")
+    p.add_argument("--note", help="a remark kept with this collection step (e.g. what else ran on the host)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_collect)

@@ -116,21 +116,48 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fmt_ref(gflops: float | None) -> str:
+    return f"{gflops:.2f}" if gflops else "-"
+
+
 def inventory_markdown(entries: list[Any]) -> str:
-    """The dataset inventory as a markdown table (task, rows, how collected, host, dates)."""
+    """The dataset inventory as markdown: one table row per dataset (task, rows, modes, best,
+    reference, host, dates, measuring hours), then how each was collected (commands, wall time)."""
+    import time
+
     from tune_gym.datasets import load_dataset
 
-    lines = ["| file | task | preset | rows (ok) | space | modes | best GFLOPS | PyTorch GFLOPS | host | dates | "
-             "measuring hours |", "|" + "---|" * 11]
+    lines = ["# Datasets", "",
+             "Live measurements, one Parquet file per task and space preset (see the README's Datasets section).",
+             "Regenerate this file with `tune-gym datasets --markdown > benchmarks/datasets/README.md`; check a",
+             "file with `tune-gym dataset verify FILE`. *Measuring hours* add up each row's build and run seconds.",
+             "", "| file | task | preset | rows (ran) | space | collected | best GFLOPS | PyTorch GFLOPS | host | "
+             "dates (UTC) | measuring hours |", "|" + "---|" * 11]
+    howto = ["", "## How each was collected", ""]
     for e in entries:
-        s = load_dataset(e.path).summary()
+        ds = load_dataset(e.path)
+        s = ds.summary()
         modes = ", ".join(f"{m} {n}" for m, n in s["modes"].items())
-        hosts = ", ".join(f"{h} ({cpu})" for h, cpu in s["hosts"].items())
-        space = f"{s['space_size']:,}" + (" (all)" if s["exhaustive"] else "")
+        hosts = ", ".join(f"`{h}` ({cpu})" for h, cpu in s["hosts"].items())
+        space = f"{s['space_size']:,}" + (" (all measured)" if s["exhaustive"] else "")
         lines.append(f"| {e.path.name} | `{s['task']}` | {s['preset']} | {s['rows']:,} ({s['ok']:,}) | {space} | "
-                     f"{modes} | {s['best_gflops']:.2f} | {s['reference_gflops'] or '-'} | {hosts} | "
-                     f"{s['first']}..{s['last']} | {s['measure_hours']:.2f} |")
-    return "\n".join(lines)
+                     f"{modes} | {s['best_gflops']:.2f} | {_fmt_ref(s['reference_gflops'])} | {hosts} | "
+                     f"{s['first']} .. {s['last']} | {s['measure_hours']:.2f} |")
+        howto.append(f"- **{e.path.name}**:")
+        for step in ds.meta.get("collection", []):
+            when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(step["started"])) if step.get("started") else "?"
+            wall = f"{step['wall_secs'] / 3600:.2f} h wall" if step.get("wall_secs") else ""
+            note = f"; {step['note']}" if step.get("note") else ""
+            howto.append(f"  - `{step.get('command', '?')}` (started {when} UTC, {wall}, host `{step.get('host')}`"
+                         f"{note})")
+    hosts: dict[str, Any] = {}
+    for e in entries:
+        hosts.update(e.meta.get("hosts", {}))
+    howto += ["", "## Hosts", ""]
+    for h, fp in hosts.items():
+        howto.append(f"- `{h}`: {fp.get('cpu', '?')}, LLVM cpu `{fp.get('llvm_cpu', '?')}`, "
+                     f"{fp.get('logical_cores', '?')} logical cores, {fp.get('os', '?')}")
+    return "\n".join(lines + howto)
 
 
 def cmd_dataset(args: argparse.Namespace) -> int:

@@ -106,6 +106,7 @@ def collect(
     progress: bool = True,
     command: str | None = None,
     measure: bool = True,
+    note: str | None = None,
 ) -> Dataset:
     """Run ``plans`` on ``task``'s ``preset`` space and write the dataset ``out`` (Parquet).
 
@@ -122,6 +123,7 @@ def collect(
         command: the command line recorded in the dataset's metadata.
         measure: ``False`` only rewrites ``out`` from the journal (e.g. after killing a
             collection, to save what it measured since its last rewrite) and measures nothing.
+        note: a remark kept with this step in the metadata (e.g. what else ran on the host).
 
     Returns:
         The dataset as written.
@@ -148,6 +150,8 @@ def collect(
     started = time.time()
     entry = {"command": command or shlex.join(["tune-gym", "collect", *sys.argv[1:]]),
              "plans": [asdict(p) for p in plans] if measure else [], "host": host_id(), "started": started}
+    if note:
+        entry["note"] = note
     modes = _ModeBook(plans, selections, previous)
     try:
         with TuningSession(task, space, backend, log=journal, resume=True) as session:
