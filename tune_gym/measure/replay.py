@@ -16,8 +16,7 @@ on every machine.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -76,54 +75,20 @@ class ReplayBackend:
     name = "replay"
 
     def __init__(self, dataset: Any = None, fallback: Any = None) -> None:
-        from tune_gym.datasets import Dataset
-        from tune_gym.records import Record, load_records
+        from tune_gym.datasets.source import DataSource
 
         self.fallback = fallback
-        self.sources: list[str] = []
-        self._datasets: dict[tuple[str, str], list[Any]] = {}
+        self.data = DataSource(dataset, "replay")
         self._tables: dict[tuple[str, str], _Table] = {}
-        self._use_catalog = dataset is None
-        items = [] if dataset is None else [dataset] if isinstance(dataset, (str, Path, Dataset)) else list(dataset)
-        records: list[Record] = []
-        for item in items:
-            if isinstance(item, Record):
-                records.append(item)
-            elif isinstance(item, Dataset):
-                self._add(item)
-            else:
-                path = Path(item)
-                if not path.exists():
-                    raise TuneGymError(f"replay dataset {path} does not exist")
-                self.sources.append(str(path))
-                if path.suffix == ".jsonl":
-                    records.extend(load_records(path))
-                else:
-                    from tune_gym.datasets import load_dataset
 
-                    self._add(load_dataset(path))
-        for task, preset in dict.fromkeys((r.task, r.preset) for r in records):
-            self._add(Dataset.from_records(records, task=task, preset=preset))
-
-    def _add(self, ds: Any) -> None:
-        self._datasets.setdefault((ds.task.uri, ds.preset), []).append(ds)
+    @property
+    def sources(self) -> list[str]:
+        return self.data.sources
 
     def datasets(self, task: Task, preset: str) -> list[Any]:
         """The datasets that serve ``task``'s ``preset`` space (loading them from the catalog
         on first use when the backend was made without data)."""
-        key = (task.uri, preset)
-        if key not in self._datasets and self._use_catalog:
-            from tune_gym.datasets import load_dataset
-            from tune_gym.datasets.catalog import data_dirs, find_dataset
-
-            entry = find_dataset(task, preset)
-            if entry is None:
-                raise TuneGymError(
-                    f"replay: no dataset of {task.uri} (preset {preset}) in {', '.join(map(str, data_dirs()))}; "
-                    f"collect one with `tune-gym collect {task.uri} --preset {preset}` or pass dataset=")
-            self.sources.append(str(entry.path))
-            self._add(load_dataset(entry.path, KnobSpace.for_task(task, preset)))
-        return self._datasets.get(key, [])
+        return self.data.datasets(task, preset)
 
     def _table(self, task: Task, space: KnobSpace) -> _Table:
         key = (task.uri, space.preset)
@@ -135,24 +100,11 @@ class ReplayBackend:
     def tasks(self) -> dict[tuple[str, str], int]:
         """``{(task URI, preset): number of recorded configs}`` of the data loaded so far."""
         return {key: len(np.unique(np.concatenate([d.configs for d in dss]), axis=0)) if dss else 0
-                for key, dss in self._datasets.items()}
+                for key, dss in self.data.loaded.items()}
 
     def reference(self, task: Task) -> Reference | None:
-        """The reference throughput recorded with the task's data, if any (from the catalog's
-        dataset footers when the backend was made without data)."""
-        for (uri, _), dss in self._datasets.items():
-            if uri == task.uri:
-                for ds in dss:
-                    if ds.reference is not None:
-                        return ds.reference
-        if self._use_catalog:
-            from tune_gym.datasets.catalog import catalog
-
-            for entry in sorted(catalog(), key=lambda e: -e.rows):
-                refs = entry.meta.get("references", {})
-                if entry.task == task.uri and refs:
-                    return Reference.from_json(refs.get(entry.hosts[0]) or next(iter(refs.values())))
-        return None
+        """The reference throughput recorded with the task's data, if any."""
+        return self.data.reference(task)
 
     def covers(self, task: Task, space: KnobSpace) -> bool:
         """True when every config of the space is recorded (an exhaustive dataset)."""
@@ -168,7 +120,7 @@ class ReplayBackend:
                 cfg = list(configs[int(missing[0])])
                 raise TuneGymError(
                     f"replay: config {cfg} of {task.uri} (preset {space.preset}) is not in the dataset "
-                    f"{', '.join(self.sources) or '(in-memory)'}, which holds {len(table.keys)} configs of this task "
+                    f"{self.data.describe()}, which holds {len(table.keys)} configs of this task "
                     f"({missing.size} of the {len(configs)} requested are missing); configure a surrogate fallback "
                     "to answer unrecorded configs")
             answers = self.fallback.measure(task, space, [configs[int(i)] for i in missing])
@@ -180,7 +132,3 @@ class ReplayBackend:
         if self.fallback is not None:
             self.fallback.close()
 
-    @staticmethod
-    def from_records(records: Iterable[Any]) -> ReplayBackend:
-        """A backend serving in-memory tuning records."""
-        return ReplayBackend(list(records))

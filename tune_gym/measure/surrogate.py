@@ -61,7 +61,6 @@ import collections
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -412,31 +411,21 @@ class SurrogateBackend:
     def __init__(self, dataset: Any = None, seed: int = 0, noise: bool = True) -> None:
         self.seed = int(seed)
         self.noise = bool(noise)
-        self.sources: list[str] = []
-        self._use_catalog = dataset is None
-        self._datasets: dict[tuple[str, str], list[Any]] = {}
+        from tune_gym.datasets.source import DataSource
+
+        self.data = DataSource(dataset, "surrogate")
         self._models: dict[tuple[str, str], SurrogateModel] = {}
         self._reports: dict[tuple[str, str], dict[str, Any]] = {}
         self._checked: dict[tuple[str, str], KnobSpace] = {}  # spaces whose fingerprint matched
-        for ds in _load_datasets(dataset, self.sources):
-            self._datasets.setdefault((ds.task.uri, ds.preset), []).append(ds)
+
+    @property
+    def sources(self) -> list[str]:
+        return self.data.sources
 
     def datasets(self, task: Task, preset: str) -> list[Any]:
         """The datasets of ``task``'s ``preset`` space (from the catalog on first use when the
         backend was made without data)."""
-        key = (task.uri, preset)
-        if key not in self._datasets and self._use_catalog:
-            from tune_gym.datasets import load_dataset
-            from tune_gym.datasets.catalog import data_dirs, find_dataset
-
-            entry = find_dataset(task, preset)
-            if entry is None:
-                raise TuneGymError(
-                    f"surrogate: no dataset of {task.uri} (preset {preset}) in {', '.join(map(str, data_dirs()))} "
-                    f"to fit on; collect one with `tune-gym collect {task.uri} --preset {preset}` or pass dataset=")
-            self.sources.append(str(entry.path))
-            self._datasets[key] = [load_dataset(entry.path, KnobSpace.for_task(task, preset))]
-        return self._datasets.get(key, [])
+        return self.data.datasets(task, preset)
 
     def model(self, task: Task | str, preset: str) -> SurrogateModel:
         """The fitted model of ``task``'s ``preset`` space (fitted, with its report, on first use)."""
@@ -464,22 +453,8 @@ class SurrogateBackend:
         return dict(self._reports[(task.uri, preset)])
 
     def reference(self, task: Task) -> Reference | None:
-        """The reference throughput recorded with the task's data, if any (in catalog mode,
-        read from the catalog's file footers without loading rows)."""
-        for (uri, _), dss in self._datasets.items():
-            if uri == task.uri:
-                for ds in dss:
-                    if ds.reference is not None:
-                        return ds.reference
-        if self._use_catalog:
-            from tune_gym.datasets.catalog import catalog
-
-            for entry in catalog():
-                refs = entry.meta.get("references", {})
-                if entry.task == task.uri and refs:
-                    host = next((h for h in entry.hosts if h in refs), next(iter(refs)))
-                    return Reference.from_json(refs[host])
-        return None
+        """The reference throughput recorded with the task's data, if any."""
+        return self.data.reference(task)
 
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
         model = self.model(task, space.preset)
@@ -497,11 +472,11 @@ class SurrogateBackend:
 
     def tasks(self) -> dict[tuple[str, str], int]:
         """``{(task URI, preset): rows}`` of the data loaded so far."""
-        return {key: sum(len(ds) for ds in dss) for key, dss in self._datasets.items()}
+        return {key: sum(len(ds) for ds in dss) for key, dss in self.data.loaded.items()}
 
     def _describe(self) -> str:
         pairs = [f"{uri} (preset {preset}, fingerprint {dss[0].meta.get('fingerprint')})"
-                 for (uri, preset), dss in self._datasets.items() if dss]
+                 for (uri, preset), dss in self.data.loaded.items() if dss]
         return "; ".join(pairs) or "no task"
 
     def close(self) -> None:
@@ -512,33 +487,3 @@ def _fingerprint(space: KnobSpace) -> str:
     from tune_gym.datasets.dataset import space_fingerprint
 
     return space_fingerprint(space)
-
-
-def _load_datasets(dataset: Any, sources: list[str]) -> list[Any]:
-    """Datasets from what :class:`SurrogateBackend` accepts (paths, datasets, records, lists);
-    the paths read are appended to ``sources``."""
-    from tune_gym.datasets import Dataset, load_dataset
-    from tune_gym.records import Record, load_records
-
-    if dataset is None:
-        return []
-    items = [dataset] if isinstance(dataset, (str, Path, Dataset, Record)) else list(dataset)
-    out: list[Any] = []
-    records: list[Any] = []
-    for item in items:
-        if isinstance(item, Record):
-            records.append(item)
-        elif isinstance(item, Dataset):
-            out.append(item)
-        else:
-            path = Path(item)
-            if not path.exists():
-                raise TuneGymError(f"surrogate dataset {path} does not exist")
-            sources.append(str(path))
-            if path.suffix == ".jsonl":
-                records.extend(load_records(path))
-            else:
-                out.append(load_dataset(path))
-    for task, preset in dict.fromkeys((r.task, r.preset) for r in records):
-        out.append(Dataset.from_records(records, task=task, preset=preset))
-    return out

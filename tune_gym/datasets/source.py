@@ -1,0 +1,97 @@
+"""Where a data-driven backend (replay, surrogate) gets its datasets from.
+
+Given data (paths to ``.parquet`` datasets or ``.jsonl`` record files, :class:`Dataset`
+objects, tuning records, or a list of these) it serves exactly that; given ``None`` it finds
+each task's dataset in the catalog (:mod:`tune_gym.datasets.catalog`) the first time the task
+is asked for, checked against the task's space today.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tune_gym.errors import TuneGymError
+from tune_gym.measure.reference import Reference
+from tune_gym.space import KnobSpace
+from tune_gym.tasks.task import Task
+
+__all__ = ["DataSource"]
+
+
+class DataSource:
+    """The datasets of a backend, by (task URI, preset).
+
+    Args:
+        data: what to serve (see the module docstring); ``None`` = the catalog.
+        who: the backend's name, for error messages.
+    """
+
+    def __init__(self, data: Any = None, who: str = "replay") -> None:
+        from tune_gym.datasets import Dataset, load_dataset
+        from tune_gym.records import Record, load_records
+
+        self.who = who
+        self.sources: list[str] = []
+        self.use_catalog = data is None
+        self.loaded: dict[tuple[str, str], list[Any]] = {}
+        items = [] if data is None else [data] if isinstance(data, (str, Path, Dataset, Record)) else list(data)
+        records: list[Any] = []
+        for item in items:
+            if isinstance(item, Record):
+                records.append(item)
+            elif isinstance(item, Dataset):
+                self._add(item)
+            else:
+                path = Path(item)
+                if not path.exists():
+                    raise TuneGymError(f"{who} dataset {path} does not exist")
+                self.sources.append(str(path))
+                if path.suffix == ".jsonl":
+                    records.extend(load_records(path))
+                else:
+                    self._add(load_dataset(path))
+        for task, preset in dict.fromkeys((r.task, r.preset) for r in records):
+            self._add(Dataset.from_records(records, task=task, preset=preset))
+
+    def _add(self, ds: Any) -> None:
+        self.loaded.setdefault((ds.task.uri, ds.preset), []).append(ds)
+
+    def datasets(self, task: Task, preset: str) -> list[Any]:
+        """The datasets of ``task``'s ``preset`` space (from the catalog on first use in catalog
+        mode; an error saying how to collect one when the catalog has none)."""
+        key = (task.uri, preset)
+        if key not in self.loaded and self.use_catalog:
+            from tune_gym.datasets import load_dataset
+            from tune_gym.datasets.catalog import data_dirs, find_dataset
+
+            entry = find_dataset(task, preset)
+            if entry is None:
+                raise TuneGymError(
+                    f"{self.who}: no dataset of {task.uri} (preset {preset}) in {', '.join(map(str, data_dirs()))}; "
+                    f"collect one with `tune-gym collect {task.uri} --preset {preset}` or pass dataset=")
+            self.sources.append(str(entry.path))
+            self._add(load_dataset(entry.path, KnobSpace.for_task(task, preset)))
+        return self.loaded.get(key, [])
+
+    def reference(self, task: Task) -> Reference | None:
+        """The reference throughput recorded with the task's data, if any (in catalog mode,
+        read from the catalog's file footers without loading rows)."""
+        for (uri, _), dss in self.loaded.items():
+            if uri == task.uri:
+                for ds in dss:
+                    if ds.reference is not None:
+                        return ds.reference
+        if self.use_catalog:
+            from tune_gym.datasets.catalog import catalog
+
+            for entry in sorted(catalog(), key=lambda e: -e.rows):
+                refs = entry.meta.get("references", {})
+                if entry.task == task.uri and refs:
+                    host = next((h for h in entry.hosts if h in refs), next(iter(refs)))
+                    return Reference.from_json(refs[host])
+        return None
+
+    def describe(self) -> str:
+        """The loaded sources for error messages."""
+        return ", ".join(self.sources) or "(in-memory)"
