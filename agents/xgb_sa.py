@@ -33,7 +33,7 @@ Transfer (``xgb-sa-transfer``, ``ModelBasedTuner.load_history`` + ``fit_log``): 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +155,9 @@ class XGBTransferAgent(XGBSAAgent):
     record too.
 
     Args:
-        records: record files (JSONL, :mod:`tune_gym.records`).
+        records: record files (JSONL, :mod:`tune_gym.records`) or datasets (``.parquet``,
+            :mod:`tune_gym.datasets`); ``"catalog"`` = every dataset of the catalog (only those
+            of other tasks of the same op and target are used).
         min_seed_records: AutoTVM's ``min_seed_records`` (500).
         Other arguments as :class:`XGBSAAgent`.
     """
@@ -163,7 +165,9 @@ class XGBTransferAgent(XGBSAAgent):
     def __init__(self, records: str | Path | Sequence[str | Path] = (), min_seed_records: int = 500,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.record_paths = [Path(p) for p in ([records] if isinstance(records, (str, Path)) else records)]
+        self.from_catalog = records == "catalog"
+        self.record_paths = [] if self.from_catalog else [
+            Path(p) for p in ([records] if isinstance(records, (str, Path)) else records)]
         self.min_seed_records = min_seed_records
 
     def make_featurizer(self, space: KnobSpace) -> Any:
@@ -181,28 +185,38 @@ class XGBTransferAgent(XGBSAAgent):
         self.fitted = self.base is not None  # the first plan is SA on the base model
 
     def _source_records(self) -> list[Any]:
-        from tune_gym.records import load_records
-
         family: dict[str, tuple[str, str] | None] = {}  # task URI -> (op, target kind)
         mine = (self.task.op, self.task.target.kind)
         out = []
-        for path in self.record_paths:
-            for rec in load_records(path):
-                if rec.task not in family:
-                    try:
-                        task = Task.from_uri(rec.task)
-                        family[rec.task] = (task.op, task.target.kind)
-                    except Exception:  # an unknown op or URI: not this op family
-                        family[rec.task] = None
-                if rec.task != self.task.uri and family[rec.task] == mine:
-                    out.append(rec)
+        for rec in self._all_records():
+            if rec.task not in family:
+                try:
+                    task = Task.from_uri(rec.task)
+                    family[rec.task] = (task.op, task.target.kind)
+                except Exception:  # an unknown op or URI: not this op family
+                    family[rec.task] = None
+            if rec.task != self.task.uri and family[rec.task] == mine:
+                out.append(rec)
         return out
+
+    def _all_records(self) -> Iterator[Any]:
+        from tune_gym.datasets import load_dataset
+        from tune_gym.records import load_records
+
+        paths = self.record_paths
+        if self.from_catalog:
+            from tune_gym.datasets.catalog import catalog
+
+            paths = [e.path for e in catalog() if e.task != self.task.uri and Task.from_uri(e.task).op == self.task.op]
+        for path in paths:
+            yield from (load_dataset(path, verify=False).to_records() if path.suffix == ".parquet"
+                        else load_records(path))
 
     def _pretrain(self) -> None:
         records = self._source_records()
         self.n_transfer_records = len(records)
         if len(records) < self.min_seed_records:
-            if self.record_paths:
+            if self.record_paths or self.from_catalog:
                 self.transfer_status = (f"no transfer: {len(records)} records of other {self.task.op} tasks, "
                                         f"fewer than min_seed_records={self.min_seed_records}")
                 warnings.warn(f"xgb-sa-transfer: {self.transfer_status}", stacklevel=2)
