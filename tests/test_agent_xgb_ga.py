@@ -249,6 +249,22 @@ def test_transfer_keeps_same_op_other_tasks_only(tmp_path, conv):
     assert dense.n_transfer_records == 0 and dense.base is None
 
 
+def test_transfer_reads_datasets_and_the_catalog(tmp_path, monkeypatch, conv):
+    from tune_gym.datasets import Dataset
+    from tune_gym.datasets.catalog import catalog
+
+    space, _, _ = conv
+    Dataset.from_records(load_records(C16_DATA)).save(tmp_path / "c16.parquet")
+    from_file = make_agent("xgb-sa-transfer", records=[str(tmp_path / "c16.parquet")], plan_size=16)
+    from_file.reset(space, CONV, seed=0)
+    assert from_file.n_transfer_records == 512 and from_file.fitted
+    monkeypatch.setenv("TUNE_GYM_DATA", str(tmp_path))
+    conv_rows = sum(e.rows for e in catalog() if Task.from_uri(e.task).op == CONV.op and e.task != CONV.uri)
+    from_catalog = make_agent("xgb-sa-transfer", records="catalog", plan_size=16)
+    from_catalog.reset(space, CONV, seed=0)
+    assert from_catalog.n_transfer_records == conv_rows >= 512 + 3000
+
+
 def test_no_transfer_below_min_seed_records(conv):
     space, _, _ = conv
     agent = make_agent("xgb-sa-transfer", records=BOTH, min_seed_records=513)  # 512 usable records
