@@ -4,7 +4,7 @@
     tune-gym space TASK [--preset full|compact]
     tune-gym best LOG [--export DIR]
     tune-gym datasets [--markdown]                              the dataset catalog
-    tune-gym dataset show|verify FILE                           one dataset's summary / full check
+    tune-gym dataset show|verify FILE [--fidelity]              one dataset's summary / full check
     tune-gym dataset convert IN OUT [--task T --preset P]       records (.jsonl) <-> dataset (.parquet)
     tune-gym collect TASK --plan exhaustive|random:N|explore:N  (from the agents package)
     tune-gym agents                                             (from the agents package)
@@ -182,8 +182,12 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         print(f"{args.input} -> {args.output}: {len(ds)} rows of {ds.task.uri} (preset {ds.preset})")
         return 0
     ds = load_dataset(args.file, verify=args.action == "verify")
-    print(json.dumps({"file": str(args.file), **ds.summary(), "collection": ds.meta.get("collection", [])},
-                     indent=2))
+    out = {"file": str(args.file), **ds.summary(), "collection": ds.meta.get("collection", [])}
+    if getattr(args, "fidelity", False):
+        from tune_gym.measure.surrogate import SurrogateBackend
+
+        out["surrogate_fidelity"] = SurrogateBackend(ds).report(ds.task, ds.preset)
+    print(json.dumps(out, indent=2))
     if args.action == "verify":
         print(f"{args.file}: schema, space fingerprint and checksum OK")
     return 0
@@ -217,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     for action in ("show", "verify"):
         q = dsub.add_parser(action, help=f"{action} a .parquet dataset")
         q.add_argument("file", type=Path)
+        q.add_argument("--fidelity", action="store_true",
+                       help="also fit the surrogate on it and print its held-out fidelity report")
         q.set_defaults(fn=cmd_dataset)
     q = dsub.add_parser("convert", help="records (.jsonl) -> dataset (.parquet), or back")
     q.add_argument("input", type=Path)
