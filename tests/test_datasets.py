@@ -263,3 +263,23 @@ def test_collect_survives_sigkill(tmp_path, records):
     backend = CountingBackend(records)
     ds = collect(Task.from_uri(DENSE), "compact", out, [Plan("exhaustive")], backend=backend, progress=False)
     assert len(backend.measured) == 200 - 48 and len(ds) == 200
+
+
+# ---------------------------------------------------------------------- command line
+def test_cli_convert_verify_and_inventory(tmp_path, monkeypatch, capsys, records):
+    from tune_gym.cli import main
+
+    src = tmp_path / "dense.jsonl"
+    src.write_text("".join(line for line in DATA.read_text().splitlines(keepends=True) if DENSE in line))
+    assert main(["dataset", "convert", str(src), str(tmp_path / "dense.parquet"), "--mode", "exhaustive"]) == 0
+    assert main(["dataset", "verify", str(tmp_path / "dense.parquet")]) == 0
+    assert "checksum OK" in capsys.readouterr().out
+    assert main(["dataset", "convert", str(tmp_path / "dense.parquet"), str(tmp_path / "back.jsonl")]) == 0
+    assert [r.result for r in load_records(tmp_path / "back.jsonl")] == [r.result for r in records]
+    monkeypatch.setenv("TUNE_GYM_DATA", str(tmp_path))
+    capsys.readouterr()
+    assert main(["datasets", "--markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "| dense.parquet |" in text and "exhaustive 200" in text and "## How each was collected" in text
+    (tmp_path / "dense.parquet").write_bytes((tmp_path / "dense.parquet").read_bytes()[:-40] + b"x" * 40)
+    assert main(["dataset", "verify", str(tmp_path / "dense.parquet")]) == 2

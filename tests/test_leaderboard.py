@@ -106,6 +106,10 @@ def test_validate_catches_a_tampered_number_and_a_swapped_config(suite_file, tmp
     (tmp_path / "number.jsonl").write_text("\n".join([lines[0], json.dumps(run), *lines[2:]]) + "\n")
     report = validate(tmp_path / "number.jsonl", rerun=0)
     assert not report.ok and any("gflops of trial 4" in p for p in report.problems)
+    from tune_gym.cli import main
+
+    assert main(["validate", str(tmp_path / "number.jsonl"), "--rerun", "0"]) == 1
+    assert main(["validate", str(out), "--rerun", "1"]) == 0
 
     # a config swapped for the best one, with its true number: replay agrees, the re-run does not
     from tune_gym.datasets import load_dataset
