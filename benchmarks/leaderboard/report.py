@@ -58,6 +58,7 @@ class Cell:
     measure_secs: list[float] = field(default_factory=list)
     curves: list[np.ndarray] = field(default_factory=list)  # best-so-far / best known, per trial
     p_curves: list[np.ndarray] = field(default_factory=list)
+    clocks: list[np.ndarray] = field(default_factory=list)  # simulated seconds after each trial
 
 
 @dataclass
@@ -106,6 +107,7 @@ def compute(results: str | Path) -> Leaderboard:
         curve = M.best_so_far(gflops) / best_known
         cell.seeds += 1
         cell.curves.append(curve)
+        cell.clocks.append(np.asarray(line["clock"], dtype=float))
         cell.vs_best.append(line["best_gflops"] / best_known)
         cell.vs_reference.append(line["best_gflops"] / line["reference_gflops"])
         cell.to95.append(M.trials_to_target(curve, 0.95 - 1e-12))
@@ -221,7 +223,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
             cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c else "-")
         lines.append(f"| {tid} | {td.preset}, {kind} | {_fmt(td.best_gflops, 2)} | {_fmt(td.reference_gflops, 2)} | "
                      + " | ".join(cellstr) + " |")
-    lines += ["", f"![best-so-far]({rel(png_curves)})", ""]
+    lines += ["", f"![best-so-far]({rel(png_curves)})", "",
+              f"![best-so-far against simulated time]({rel(png_curves.with_name('best_so_far_time.png'))})", ""]
     if png_scores is not None:
         lines += [f"![random-relative score]({rel(png_scores)})", ""]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -258,10 +261,36 @@ def _plot(lb: Leaderboard, folder: Path) -> tuple[Path, Path | None]:
     for ax in list(axes.flat)[len(tids):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle("Best-so-far throughput (median and IQR over seeds)")
+    fig.suptitle("Best-so-far throughput against trials (median and IQR over seeds)")
     fig.tight_layout()
     curves = folder / "best_so_far.png"
     fig.savefig(curves, dpi=110)
+    plt.close(fig)
+
+    # the same against simulated tuning time (recorded build + run seconds of the trials)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
+    for ax, tid in zip(axes.flat, tids):
+        cells = [c for a in agents if (c := lb.cells.get((a, tid))) is not None and c.clocks]
+        end = max((x[-1] for c in cells for x in c.clocks if len(x)), default=0.0)
+        if end <= 0:
+            continue
+        grid = np.linspace(0, end, 200)
+        for c in cells:
+            arr = np.array([M.best_so_far_at(curve, clock, grid) for curve, clock in zip(c.curves, c.clocks)])
+            arr = np.nan_to_num(arr, nan=0.0)
+            q25, med, q75 = np.percentile(arr, [25, 50, 75], axis=0)
+            ax.plot(grid, med, color=colors[c.agent], label=c.agent, lw=1.4)
+            ax.fill_between(grid, q25, q75, color=colors[c.agent], alpha=0.15)
+        ax.set_title(f"{tid} ({lb.tasks[tid].preset})", fontsize=9)
+        ax.set_xlabel("simulated tuning seconds")
+        ax.set_ylabel("best-so-far / best known")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(tids):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle("Best-so-far throughput against simulated measurement time (median and IQR over seeds)")
+    fig.tight_layout()
+    fig.savefig(folder / "best_so_far_time.png", dpi=110)
     plt.close(fig)
 
     exhaustive = [t for t in tids if lb.tasks[t].exhaustive]
