@@ -150,11 +150,11 @@ def inventory_markdown(entries: list[Any]) -> str:
             note = f"; {step['note']}" if step.get("note") else ""
             howto.append(f"  - `{step.get('command', '?')}` (started {when} UTC, {wall}, host `{step.get('host')}`"
                          f"{note})")
-    hosts: dict[str, Any] = {}
+    fingerprints: dict[str, Any] = {}
     for e in entries:
-        hosts.update(e.meta.get("hosts", {}))
+        fingerprints.update(e.meta.get("hosts", {}))
     howto += ["", "## Hosts", ""]
-    for h, fp in hosts.items():
+    for h, fp in fingerprints.items():
         howto.append(f"- `{h}`: {fp.get('cpu', '?')}, LLVM cpu `{fp.get('llvm_cpu', '?')}`, "
                      f"{fp.get('logical_cores', '?')} logical cores, {fp.get('os', '?')}")
     return "\n".join(lines + howto)

@@ -427,7 +427,7 @@ def score_curve(
         n_trials = random_budget(costs) if budget is None else int(budget)
         if not 1 <= n_trials <= c.size:
             raise ValueError(f"budget must be in [1, {c.size}] trials, got {budget}")
-        grid = np.arange(1, n_trials + 1)
+        grid: np.ndarray = np.arange(1, n_trials + 1)
         run = best_time_so_far(agent_times)
         if run.size == 0:
             run = np.array([np.nan])

@@ -134,7 +134,7 @@ def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData]) -> lis
     by_agent: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells.values():
         by_agent[cell.agent].append(cell)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for agent, cs in by_agent.items():
         w = [c.weight for c in cs]
         exhaustive = [c for c in cs if tasks[c.task].exhaustive and c.p_trials]

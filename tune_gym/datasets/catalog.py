@@ -65,7 +65,7 @@ def read_entry(path: str | os.PathLike[str]) -> CatalogEntry:
 
 def catalog(dirs: list[Path] | None = None) -> list[CatalogEntry]:
     """Every dataset in ``dirs`` (default :func:`data_dirs`), sorted by path."""
-    out = []
+    out: list[CatalogEntry] = []
     for d in dirs if dirs is not None else data_dirs():
         if d.is_dir():
             out.extend(read_entry(p) for p in sorted(d.glob("*.parquet")))
