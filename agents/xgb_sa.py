@@ -156,8 +156,10 @@ class XGBTransferAgent(XGBSAAgent):
 
     Args:
         records: record files (JSONL, :mod:`tune_gym.records`) or datasets (``.parquet``,
-            :mod:`tune_gym.datasets`); ``"catalog"`` = every dataset of the catalog (only those
-            of other tasks of the same op and target are used).
+            :mod:`tune_gym.datasets`); a bare file name that is not a path here is looked up in
+            the dataset catalog's directories. ``"catalog"`` = every dataset of the catalog (as
+            the catalog grows, so does the transfer: list files for a reproducible benchmark).
+            Only records of other tasks of the same op and target are used.
         min_seed_records: AutoTVM's ``min_seed_records`` (500).
         Other arguments as :class:`XGBSAAgent`.
     """
@@ -203,7 +205,7 @@ class XGBTransferAgent(XGBSAAgent):
         from tune_gym.datasets import load_dataset
         from tune_gym.records import load_records
 
-        paths = self.record_paths
+        paths = [_resolve(p) for p in self.record_paths]
         if self.from_catalog:
             from tune_gym.datasets.catalog import catalog
 
@@ -249,3 +251,12 @@ class XGBTransferAgent(XGBSAAgent):
             tuple(sorted(set(own.keys).union(*(v.keys for v in raws.values() if v is not None)))))
         self._featurizer = ItervarFeaturizer(self.space, layout)
         return np.stack([layout.flatten(raws[id(r)]) for r in records])
+
+
+def _resolve(path: Path) -> Path:
+    """``path``, or a bare file name found in the dataset catalog's directories."""
+    if path.exists() or path.parent != Path("."):
+        return path
+    from tune_gym.datasets.catalog import data_dirs
+
+    return next((d / path.name for d in data_dirs() if (d / path.name).exists()), path)
