@@ -46,7 +46,7 @@ class Cell:
 
     agent: str
     task: str
-    weight: int
+    weight: float
     seeds: int = 0
     vs_best: list[float] = field(default_factory=list)
     vs_reference: list[float] = field(default_factory=list)
@@ -93,7 +93,7 @@ def compute(results: str | Path) -> Leaderboard:
     header, runs = read_results(results)
     current = {spec.key for spec in Suite.from_dict(header["suite"]).runs()}
     runs = [r for r in runs if r["key"] in current]  # runs of the suite as it is now
-    weights = {(t["id"], t["preset"]): t["weight"] for t in header["suite"]["tasks"]}
+    weights = _network_weights(header["suite"]["tasks"])
     tasks: dict[str, TaskData] = {}
     cells: dict[tuple[str, str], Cell] = {}
     for line in runs:
@@ -128,6 +128,19 @@ def compute(results: str | Path) -> Leaderboard:
             except ValueError:  # the run's clock never reached one evaluation
                 cell.p_time.append(math.nan)
     return Leaderboard(header, cells, tasks, _rows(cells, tasks))
+
+
+def _network_weights(tasks: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Each task's weight in the suite's geometric means: its occurrences in its network
+    divided by the total of that network's tasks in the suite, so every network counts the
+    same however many times its layers repeat (BERT's dense layers occur 48 times, a ResNet
+    conv once). A task's network is the suite part of its id (``bert_base:0`` -> ``bert_base``);
+    a URI is a network of its own."""
+    network = lambda tid: tid.split(":")[0] if "://" not in tid else tid
+    totals: dict[str, int] = defaultdict(int)
+    for t in tasks:
+        totals[network(t["id"])] += t["weight"]
+    return {(t["id"], t["preset"]): t["weight"] / totals[network(t["id"])] for t in tasks}
 
 
 def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData]) -> list[dict[str, Any]]:
@@ -204,7 +217,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
         "over the run's whole budget (the methodology's budget can end before a model-guided agent's first plan "
         "of random configs does); "
         "**vs best** / **vs PyTorch** = final best GFLOPS over the best known config / the recorded PyTorch "
-        "reference, weighted geometric mean over tasks of the median over seeds; **to 95%** = median over tasks "
+        "reference, geometric mean over tasks of the median over seeds, weighted by occurrences in the network with "
+        "every network weighing the same; **to 95%** = median over tasks "
         "of the median trials to 95% of the best known; **agent s** = the agent's own compute per run (model "
         "fitting, search), apart from **measure s**, the simulated measurement time per run.", "",
         "| rank | agent | P (trials) | P band | P (time) | P (run budget) | vs best | vs PyTorch | to 95% | agent s "
