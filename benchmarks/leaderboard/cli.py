@@ -60,7 +60,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     report = validate(args.results, rerun=args.rerun)
     for problem in report.problems:
         print(f"FAIL {problem}")
-    print(f"{args.results}: {report.checked} runs replayed, {report.rerun} re-run from their seeds: "
+    stale = f" ({report.stale} runs of an earlier version of the suite not checked)" if report.stale else ""
+    print(f"{args.results}: {report.checked} runs replayed, {report.rerun} re-run from their seeds{stale}: "
           + ("every number confirmed" if report.ok else f"{len(report.problems)} problems"))
     return 0 if report.ok else 1
 

@@ -6,6 +6,8 @@ on that data, must give exactly its GFLOPS, errors and simulated clock; its best
 reference must follow. A sample of runs is also re-run from its seed, and the agent must
 propose exactly the recorded configs (so a file whose configs were swapped for better ones
 fails too). Live runs cannot be replayed; their lines are checked for consistency only.
+Runs of an earlier version of the suite (a suite that changed since) are not shown on the
+leaderboard and not checked; the report counts them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = ["Validation", "validate"]
 class Validation:
     checked: int = 0
     rerun: int = 0
+    stale: int = 0  # runs of an earlier version of the suite, not checked
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -37,13 +40,16 @@ class Validation:
 def validate(results: str | Path, rerun: int = 3, seed: int = 0) -> Validation:
     """Check every run of ``results`` (see the module docstring); ``rerun`` runs are re-executed."""
     from benchmarks.leaderboard.runner import _data_identity, run_one
+    from benchmarks.leaderboard.suite import Suite
     from tune_gym.measure import make_backend
     from tune_gym.session import TuningSession
     from tune_gym.space import KnobSpace
     from tune_gym.tasks import Task
 
-    _, runs = read_results(results)
-    report = Validation()
+    header, runs = read_results(results)
+    current = {spec.key for spec in Suite.from_dict(header["suite"]).runs()}
+    report = Validation(stale=sum(r["key"] not in current for r in runs))
+    runs = [r for r in runs if r["key"] in current]  # what the leaderboard shows
     backends: dict[str, Any] = {}
     for line in runs:
         spec = RunSpec(**line["spec"])
