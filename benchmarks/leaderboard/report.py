@@ -261,58 +261,20 @@ def _plot(lb: Leaderboard, folder: Path) -> tuple[Path, Path | None]:
     agents = [r["agent"] for r in lb.rows]
     colors = {a: plt.cm.tab10(i % 10) for i, a in enumerate(agents)}
     tids = list(lb.tasks)
-    ncols = min(3, len(tids))
-    nrows = math.ceil(len(tids) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
-    for ax, tid in zip(axes.flat, tids):
-        for a in agents:
-            c = lb.cells.get((a, tid))
-            if c is None or not c.curves:
-                continue
-            n = max(len(x) for x in c.curves)
-            arr = np.array([np.pad(x, (0, n - len(x)), mode="edge") for x in c.curves])
-            q25, med, q75 = np.percentile(arr, [25, 50, 75], axis=0)
-            t = np.arange(1, n + 1)
-            ax.plot(t, med, color=colors[a], label=a, lw=1.4)
-            ax.fill_between(t, q25, q75, color=colors[a], alpha=0.15)
-        ax.set_title(f"{tid} ({lb.tasks[tid].preset})", fontsize=9)
-        ax.set_xlabel("trials")
-        ax.set_ylabel("best-so-far / best known")
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(tids):]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
-    fig.suptitle("Best-so-far throughput against trials (median and IQR over seeds)")
-    fig.tight_layout()
     curves = folder / "best_so_far.png"
-    fig.savefig(curves, dpi=110)
-    plt.close(fig)
 
-    # the same against simulated tuning time (recorded build + run seconds of the trials)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
-    for ax, tid in zip(axes.flat, tids):
-        cells = [c for a in agents if (c := lb.cells.get((a, tid))) is not None and c.clocks]
-        end = max((x[-1] for c in cells for x in c.clocks if len(x)), default=0.0)
-        if end <= 0:
-            continue
-        grid = np.linspace(0, end, 200)
-        for c in cells:
-            arr = np.array([M.best_so_far_at(curve, clock, grid) for curve, clock in zip(c.curves, c.clocks)])
-            arr = np.nan_to_num(arr, nan=0.0)
-            q25, med, q75 = np.percentile(arr, [25, 50, 75], axis=0)
-            ax.plot(grid, med, color=colors[c.agent], label=c.agent, lw=1.4)
-            ax.fill_between(grid, q25, q75, color=colors[c.agent], alpha=0.15)
-        ax.set_title(f"{tid} ({lb.tasks[tid].preset})", fontsize=9)
-        ax.set_xlabel("simulated tuning seconds")
-        ax.set_ylabel("best-so-far / best known")
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(tids):]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
-    fig.suptitle("Best-so-far throughput against simulated measurement time (median and IQR over seeds)")
-    fig.tight_layout()
-    fig.savefig(folder / "best_so_far_time.png", dpi=110)
-    plt.close(fig)
+    def by_trials(c: Cell) -> tuple[np.ndarray, np.ndarray]:
+        n = max(len(x) for x in c.curves)
+        return np.arange(1, n + 1), np.array([np.pad(x, (0, n - len(x)), mode="edge") for x in c.curves])
+
+    def by_time(c: Cell) -> tuple[np.ndarray, np.ndarray]:  # recorded build + run seconds of the trials
+        grid = np.linspace(0, max(x[-1] for x in c.clocks if len(x)), 200)
+        arr = [M.best_so_far_at(curve, clock, grid) for curve, clock in zip(c.curves, c.clocks)]
+        return grid, np.nan_to_num(np.array(arr), nan=0.0)
+
+    _task_grid(plt, lb, agents, colors, by_trials, "trials", "against trials", curves)
+    _task_grid(plt, lb, agents, colors, by_time, "simulated tuning seconds", "against simulated measurement time",
+               folder / "best_so_far_time.png")
 
     exhaustive = [t for t in tids if lb.tasks[t].exhaustive]
     if not exhaustive:
@@ -345,3 +307,33 @@ def _plot(lb: Leaderboard, folder: Path) -> tuple[Path, Path | None]:
     fig.savefig(scores, dpi=110)
     plt.close(fig)
     return curves, scores
+
+
+def _task_grid(plt: Any, lb: Leaderboard, agents: list[str], colors: dict[str, Any], series: Any, xlabel: str,
+               title: str, path: Path) -> None:
+    """One panel per task: each agent's median best-so-far (over the best known) with its IQR band;
+    ``series(cell) -> (x, runs x len(x) array)``."""
+    tids = list(lb.tasks)
+    ncols = min(3, len(tids))
+    nrows = math.ceil(len(tids) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
+    for ax, tid in zip(axes.flat, tids):
+        for a in agents:
+            c = lb.cells.get((a, tid))
+            if c is None or not c.curves:
+                continue
+            x, arr = series(c)
+            q25, med, q75 = np.percentile(arr, [25, 50, 75], axis=0)
+            ax.plot(x, med, color=colors[a], label=a, lw=1.4)
+            ax.fill_between(x, q25, q75, color=colors[a], alpha=0.15)
+        ax.set_title(f"{tid} ({lb.tasks[tid].preset})", fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("best-so-far / best known")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(tids):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"Best-so-far throughput {title} (median and IQR over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
