@@ -13,6 +13,7 @@ import pytest
 from tune_gym.features.primitives import (
     KNOWN_TOKENS,
     PRIMITIVE_KINDS,
+    SequenceEncoder,
     default_shape,
     encode_configs,
     encode_trace,
@@ -147,3 +148,14 @@ def test_gpu_default_shape() -> None:
     x = encode_configs(space, _configs(space, 3))
     assert x.shape == (3, 20, 40)
     assert x[:, :, PRIMITIVE_KINDS.index("Bind")].any()
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda"])
+def test_sequence_encoder_equals_exact_encoding(conv_space: KnobSpace, target: str) -> None:
+    space = conv_space if target == "llvm" else KnobSpace.for_task(
+        Task.make("dense", target="cuda", m=16, n=16, k=16), "full")
+    encoder = SequenceEncoder(space)
+    assert not encoder.exact  # the vectorised path, not the fallback
+    configs = np.asarray(space.sample(np.random.default_rng(3), 200))
+    assert np.array_equal(encoder(configs), encode_configs(space, configs))
+    assert encoder(configs[:1]).shape == (1, *default_shape(target))
