@@ -27,6 +27,7 @@ FAST = {
                   "sa_steps": 20},
     "rl-ppo": {"plan_size": 8, "n_init": 8, "n_starts": 8, "max_steps": 50},
     "ga": {"pop_size": 8, "elite_num": 2},
+    "tlp-sa": {"plan_size": 8, "sa_points": 16, "sa_steps": 20, "fine_tune_epochs": 2},
 }
 
 
@@ -86,7 +87,7 @@ def test_agent_on_replay_respects_n_budget_and_seed(agent_id):
     assert runs[0].best is not None and runs[0].best.result.gflops > 0
 
 
-@pytest.mark.parametrize("agent_id", ["xgb-sa", "contextual-sa", "batch-bo", "presample", "rl-ppo"])
+@pytest.mark.parametrize("agent_id", ["xgb-sa", "contextual-sa", "batch-bo", "presample", "rl-ppo", "tlp-sa"])
 def test_plan_size_holds_whatever_the_env_batch(agent_id):
     """A model-guided agent measures its own plan per round, not the env's batch (here 3x it)."""
     agent = _agent(agent_id)

@@ -1,1 +1,2 @@
-"""Dataset evaluation of cost models: ranking metrics on held-out networks (:mod:`.metrics`, :mod:`.run`)."""
+"""Dataset evaluation of cost models on held-out networks (:mod:`.run`); the metrics are
+:mod:`agents.models.metrics`."""

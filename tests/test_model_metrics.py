@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.model_eval import metrics as m
+from agents.models import metrics as m
 
 INF = float("inf")
 

@@ -30,8 +30,18 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["labels", "mse", "mse_top", "ndcg_at_k", "pairwise_accuracy", "precision_valid_at_k", "top_k",
-           "top_k_score", "weighted_mean"]
+__all__ = [
+    "grouped_pairwise_accuracy",
+    "labels",
+    "mse",
+    "mse_top",
+    "ndcg_at_k",
+    "pairwise_accuracy",
+    "precision_valid_at_k",
+    "top_k",
+    "top_k_score",
+    "weighted_mean",
+]
 
 
 def _valid(cost: np.ndarray) -> np.ndarray:
@@ -145,7 +155,7 @@ def mse_top(pred: np.ndarray, cost: np.ndarray, fraction: float = 0.25) -> float
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     y = labels(cost)
-    n_top = max(1, int(round(fraction * int((y > 0).sum()))))
+    n_top = max(1, round(fraction * int((y > 0).sum())))
     top = np.argsort(-y, kind="stable")[:n_top]
     return float(np.mean((np.asarray(pred, dtype=np.float64)[top] - y[top]) ** 2))
 
@@ -156,3 +166,19 @@ def weighted_mean(values: Mapping[str, float], weights: Mapping[str, float]) -> 
     w = np.array([weights[t] for t in values], dtype=np.float64)
     keep = ~np.isnan(v)
     return float((v[keep] * w[keep]).sum() / w[keep].sum()) if keep.any() else float("nan")
+
+
+def grouped_pairwise_accuracy(scores: np.ndarray, cost: np.ndarray, groups: np.ndarray, seed: int = 0) -> float:
+    """:func:`pairwise_accuracy` within each group (e.g. one task), averaged over groups weighted by
+    their number of valid-config pairs (so it equals pooling the pairs of every group)."""
+    scores, cost, groups = np.asarray(scores, dtype=np.float64), np.asarray(cost, dtype=np.float64), np.asarray(groups)
+    right = total = 0.0
+    for g in np.unique(groups):
+        rows = groups == g
+        n_valid = int(_valid(cost[rows]).sum())
+        acc = pairwise_accuracy(scores[rows], cost[rows], seed=seed)
+        if not np.isnan(acc):
+            weight = n_valid * (n_valid - 1) / 2
+            right += acc * weight
+            total += weight
+    return right / total if total else float("nan")

@@ -1,0 +1,137 @@
+"""``tlp-sa``: a pretrained TLP ranking model guiding AutoTVM's simulated annealing.
+
+TLP (Zhai et al., ASPLOS 2023) scores a config from its schedule-primitive sequence
+(:mod:`tune_gym.features.primitives`, encoded through the vectorised
+:class:`~tune_gym.features.primitives.SequenceEncoder`), so one model, trained offline on other
+tasks' datasets, ranks the configs of any task. The search loop is ``xgb-sa``'s
+(:class:`~agents.model_based.ModelGuidedAgent`): plans of ``plan_size`` configs, 5% random, SA
+over the model's scores. Differences from ``xgb-sa``:
+
+* the first plan is already model-guided (the pretrained model needs no measurements);
+* after each plan the model is fine-tuned on the task's own measurements (label = throughput /
+  the task's best so far, failures 0), starting again from the pretrained weights each time, so
+  the model after a plan depends only on the measurements, not on the order of refits.
+  ``fine_tune="decoder"`` (default) trains the decoder head only, with the shared backbone frozen
+  (what TLP's cross-task transfer keeps); ``"all"`` trains backbone and head; ``"none"`` keeps
+  the pretrained model frozen.
+
+Checkpoints live in ``agents/checkpoints/`` (weights + JSON sidecar listing the dataset files
+and tasks they were trained on). ``checkpoint="auto"`` (default) picks, among them, the one
+trained on the most rows that never saw the task being tuned, so a leaderboard run never ranks a
+task with a model fitted on that task's own table; ``checkpoint=PATH`` loads that file.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.base import register
+from agents.model_based import ModelGuidedAgent
+from agents.optimizers.sa import SimulatedAnnealing
+from tune_gym.space import KnobSpace
+from tune_gym.tasks.task import Task
+
+__all__ = ["CHECKPOINT_DIR", "TLPSAAgent", "pick_checkpoint"]
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+FINE_TUNE = ("decoder", "all", "none")
+
+
+def pick_checkpoint(task_uri: str, directory: Path = CHECKPOINT_DIR) -> Path:
+    """The checkpoint in ``directory`` trained on the most rows without ``task_uri``.
+
+    Raises:
+        FileNotFoundError: no checkpoint, or every one was trained on this task.
+    """
+    best: tuple[int, str] | None = None
+    seen = []
+    for sidecar in sorted(directory.glob("*.json")):
+        doc = json.loads(sidecar.read_text())
+        if doc.get("model") != "TLPModel":
+            continue
+        meta = doc.get("metadata", {})
+        seen.append(sidecar.name)
+        if task_uri in meta.get("train_tasks", ()):
+            continue
+        rows = int(meta.get("rows", {}).get("train", 0))
+        if best is None or rows > best[0]:
+            best = (rows, doc["weights"])
+    if best is None:
+        raise FileNotFoundError(
+            f"no TLP checkpoint in {directory} was trained without {task_uri} (checked: {', '.join(seen) or 'none'}); "
+            "train one with scripts/train_tlp.py --holdout NETWORK, or pass checkpoint=PATH")
+    return directory / best[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> Any:
+    from agents.models.tlp import TLPModel
+
+    return TLPModel.load(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _encoder(task: Task, preset: str, shape: tuple[int, int]) -> Any:
+    from tune_gym.features.primitives import SequenceEncoder
+
+    return SequenceEncoder(KnobSpace.for_task(task, preset), *shape)
+
+
+@register("tlp-sa", "TLP: pretrained schedule-primitive ranking model + SA, fine-tuned online on the task")
+class TLPSAAgent(ModelGuidedAgent):
+    """Simulated annealing over a pretrained TLP model (see the module docstring).
+
+    Args:
+        checkpoint: ``"auto"`` (see :func:`pick_checkpoint`) or a path to a TLP checkpoint.
+        fine_tune: ``"decoder"``, ``"all"`` or ``"none"``.
+        fine_tune_epochs: passes over the task's measurements per refit.
+        platform: the MTL head to use (``None``: the model's only head).
+        plan_size, eps, sa_points, sa_steps, sa_early_stop: as ``xgb-sa`` (AutoTVM's 64, 0.05,
+            128, 500, 50).
+    """
+
+    def __init__(self, checkpoint: str = "auto", fine_tune: str = "decoder", fine_tune_epochs: int = 20,
+                 platform: str | None = None, plan_size: int = 64, eps: float = 0.05, sa_points: int = 128,
+                 sa_steps: int = 500, sa_early_stop: int = 50) -> None:
+        super().__init__(plan_size, eps, 0, "zero",
+                         SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop))
+        if fine_tune not in FINE_TUNE:
+            raise ValueError(f"fine_tune must be one of {', '.join(FINE_TUNE)}, not {fine_tune!r}")
+        if fine_tune_epochs < 1:
+            raise ValueError(f"fine_tune_epochs must be >= 1, got {fine_tune_epochs}")
+        self.checkpoint = checkpoint
+        self.fine_tune = fine_tune
+        self.fine_tune_epochs = fine_tune_epochs
+        self.platform = platform
+
+    def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
+        super().reset(space, task, seed)
+        path = pick_checkpoint(task.uri) if self.checkpoint == "auto" else Path(self.checkpoint)
+        if not path.exists():
+            raise FileNotFoundError(f"TLP checkpoint {path} does not exist")
+        self.checkpoint_path = path
+        self._pretrained = _load(str(path.resolve()))
+        self.model = self._pretrained
+        self._encode = _encoder(task, space.preset, self._pretrained.shape)
+        self.fitted = True  # the pretrained model ranks from the first plan
+
+    def fit(self, configs: np.ndarray, y: np.ndarray) -> bool:
+        if self.fine_tune == "none" or y.max() <= 0:
+            return True
+        import torch
+
+        model = copy.deepcopy(self._pretrained)
+        model._gen = torch.Generator().manual_seed(int(self.rng.integers(2**31)))
+        model.fine_tune(self._encode(configs), (y / y.max()).astype(np.float32), epochs=self.fine_tune_epochs,
+                        head=self.platform, part=self.fine_tune)
+        self.model = model
+        return True
+
+    def score(self, configs: np.ndarray) -> np.ndarray:
+        return self.model.predict(self._encode(configs), platform=self.platform)

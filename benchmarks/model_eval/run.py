@@ -1,0 +1,264 @@
+"""Evaluate cost models on the committed datasets, with whole networks held out.
+
+``python -m benchmarks.model_eval.run --holdout resnet18`` trains every model on the datasets of
+tasks that do not occur in the held-out network, then scores how each ranks the measured configs
+of the held-out network's tasks (:mod:`agents.models.metrics`). Two protocols:
+
+* ``transfer`` (zero-shot): the model never saw a row of the held-out tasks. Rows: TLP, MTL-TLP,
+  XGBoost and random forest on MetaSchedule's per-store loop features (the TenSet baseline,
+  :func:`agents.models.features.loop_features`), XGBoost on the flattened primitive sequence,
+  and random ranking.
+* ``in-task`` (``--shots`` rows of each held-out task measured, the rest to rank): what a tuning
+  agent's model faces after its first plan. Rows: XGBoost on knob features (AutoTVM's ``xgb-sa``
+  model), the random forest on knob features (AdaTune's), TLP fine-tuned on the shots, the
+  transfer TLP without fine-tuning (same rows), and random ranking.
+
+Each (task, preset) dataset is one group, weighted by the task's occurrences in the held-out
+network. Scores are rankings, so MSE and MSE(D) are reported only for the models that regress the
+normalised throughput ``label = min cost / cost`` (the XGBoost and forest regressors); TLP is
+trained with LambdaRank and its scores have no scale.
+
+Output: ``benchmarks/results/model_eval/<holdout>.json`` and ``.md`` (the table). Every random
+choice follows ``--seed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.models import metrics as m
+
+__all__ = ["evaluate", "main"]
+
+OUT_DIR = Path(__file__).resolve().parents[1] / "results" / "model_eval"
+Scorer = Callable[[Any, np.ndarray], np.ndarray]  # (data subset, row indices) -> scores
+
+
+@dataclass
+class Group:
+    """The measured rows of one (task, preset, platform) dataset of the held-out network."""
+
+    task: str
+    preset: str
+    rows: np.ndarray  # indices into the evaluation data
+    weight: float
+
+
+def _groups(data: Any, rows: np.ndarray, weights: dict[str, int]) -> list[Group]:
+    keys: dict[tuple[str, str, str], list[int]] = {}
+    for i in rows:
+        keys.setdefault((data.task[i], data.preset[i], data.platform[i]), []).append(int(i))
+    return [Group(t, p, np.asarray(r), float(weights[t])) for (t, p, _), r in sorted(keys.items())]
+
+
+def _metrics(groups: list[Group], score: dict[str, np.ndarray], cost: dict[str, np.ndarray], regress: bool,
+             seed: int) -> dict[str, float]:
+    """The table's columns for one model; ``score``/``cost`` keyed by ``task|preset``."""
+    names = [f"{g.task}|{g.preset}" for g in groups]
+    weights = {n: g.weight for n, g in zip(names, groups)}
+    ranked = [(score[n], cost[n]) for n in names]
+    out = {
+        "top1": m.top_k_score(ranked, list(weights.values()), 1, seed),
+        "top5": m.top_k_score(ranked, list(weights.values()), 5, seed),
+        "pairwise": m.weighted_mean({n: m.pairwise_accuracy(score[n], cost[n], seed=seed) for n in names}, weights),
+        "ndcg10": m.weighted_mean({n: m.ndcg_at_k(score[n], cost[n], 10, seed) for n in names}, weights),
+        "valid10": m.weighted_mean({n: m.precision_valid_at_k(score[n], cost[n], 10, seed) for n in names}, weights),
+    }
+    if regress:
+        out["mse"] = m.weighted_mean({n: m.mse(score[n], cost[n]) for n in names}, weights)
+        out["mse_top25"] = m.weighted_mean({n: m.mse_top(score[n], cost[n]) for n in names}, weights)
+    return out
+
+
+def _loop_features(data: Any, rows: np.ndarray) -> np.ndarray:
+    """MetaSchedule per-store features of the given rows (cached per config in-process)."""
+    from agents.models.features import loop_features
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks.task import Task
+
+    out = None
+    by_space: dict[tuple[str, str], list[int]] = {}
+    for j, i in enumerate(rows):
+        by_space.setdefault((data.task[i], data.preset[i]), []).append(j)
+    for (task, preset), js in by_space.items():
+        space = KnobSpace.for_task(Task.parse(task), preset)
+        feats = loop_features(space, [tuple(int(v) for v in data.config[rows[j]]) for j in js])
+        if out is None:
+            out = np.zeros((len(rows), feats.shape[1]), dtype=np.float32)
+        out[js] = feats
+    assert out is not None
+    return out
+
+
+def _knob_features(data: Any, rows: np.ndarray) -> np.ndarray:
+    from agents.models.features import KnobFeaturizer
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks.task import Task
+
+    space = KnobSpace.for_task(Task.parse(data.task[rows[0]]), data.preset[rows[0]])
+    return KnobFeaturizer(space)(np.stack([np.asarray(data.config[i], dtype=np.int64) for i in rows]))
+
+
+def _xgb_reg(seed: int) -> Any:
+    import xgboost as xgb
+
+    return xgb.XGBRegressor(n_estimators=300, max_depth=6, learning_rate=0.1, subsample=0.8, random_state=seed,
+                            n_jobs=1)
+
+
+def _rf_reg(seed: int) -> Any:
+    from sklearn.ensemble import RandomForestRegressor
+
+    return RandomForestRegressor(n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1)
+
+
+def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: int = 50,
+             progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train and score every model (see the module docstring); returns the JSON document."""
+    import torch
+
+    from agents.models.rank_data import load_ranking_data, task_networks
+    from agents.models.tlp import TLPModel
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    data = load_ranking_data(progress=progress)
+    networks = task_networks()
+    in_holdout = np.array([holdout in networks.get(t, {}) for t in data.task])
+    if not in_holdout.any():
+        raise ValueError(f"no dataset of network {holdout!r}; networks with data: "
+                         f"{sorted({n for t in set(data.task) for n in networks.get(t, {})})}")
+    train_rows, test_rows = np.flatnonzero(~in_holdout), np.flatnonzero(in_holdout)
+    assert not set(data.task[train_rows]) & set(data.task[test_rows]), "held-out tasks leaked into training"
+    weights = {t: networks[t][holdout] for t in set(data.task[test_rows])}
+    groups = [g for g in _groups(data, test_rows, weights) if np.isfinite(data.cost[g.rows]).any()]
+    cost = {f"{g.task}|{g.preset}": data.cost[g.rows] for g in groups}
+    rng = np.random.default_rng(seed)
+    platforms = sorted(set(data.platform))
+    log(f"{len(train_rows)} training rows ({len(set(data.task[train_rows]))} tasks), {len(test_rows)} held-out rows "
+        f"in {len(groups)} datasets of {holdout}; platforms: {', '.join(platforms)}")
+
+    results: dict[str, dict[str, Any]] = {"transfer": {}, "in-task": {}}
+    train = data.subset(train_rows)
+    y_train = train.label
+
+    def per_group(fn: Callable[[Group], np.ndarray]) -> dict[str, np.ndarray]:
+        return {f"{g.task}|{g.preset}": np.asarray(fn(g), dtype=np.float64) for g in groups}
+
+    # ---------------------------------------------------------------- transfer (zero-shot)
+    log("transfer: TLP")
+    tlp = TLPModel(seed=seed, epochs=epochs)
+    tlp.fit(train, progress=progress)
+    results["transfer"]["TLP"] = _metrics(groups, per_group(lambda g: tlp.predict(data.x[g.rows])), cost, False, seed)
+    if len(platforms) > 1:
+        log("transfer: MTL-TLP")
+        mtl = TLPModel(platforms=platforms, seed=seed, epochs=epochs)
+        mtl.fit(train, progress=progress)
+        results["transfer"]["MTL-TLP"] = _metrics(
+            groups, per_group(lambda g: mtl.predict(data.x[g.rows], platform=data.platform[g.rows[0]])), cost, False,
+            seed)
+    log("transfer: XGBoost / random forest on loop features")
+    x_loop_train = _loop_features(data, train_rows)
+    loop_test = {f"{g.task}|{g.preset}": _loop_features(data, g.rows) for g in groups}
+    for name, make in (("XGBoost (loop features)", _xgb_reg), ("Random forest (loop features)", _rf_reg)):
+        model = make(seed).fit(x_loop_train, y_train)
+        results["transfer"][name] = _metrics(
+            groups, {k: model.predict(v) for k, v in loop_test.items()}, cost, True, seed)
+    log("transfer: XGBoost on the primitive sequence")
+    flat = data.x.reshape(len(data.x), -1)
+    model = _xgb_reg(seed).fit(flat[train_rows], y_train)
+    results["transfer"]["XGBoost (primitive sequence)"] = _metrics(
+        groups, per_group(lambda g: model.predict(flat[g.rows])), cost, True, seed)
+    results["transfer"]["Random"] = _metrics(
+        groups, per_group(lambda g: rng.random(len(g.rows))), cost, False, seed)
+
+    # ---------------------------------------------------------------- in-task (shots measured)
+    log(f"in-task: {shots} measured configs per held-out dataset")
+    split = {}
+    for g in groups:
+        order = rng.permutation(len(g.rows))
+        split[f"{g.task}|{g.preset}"] = (g.rows[order[:shots]], g.rows[order[shots:]])
+    rest_groups = [Group(g.task, g.preset, split[f"{g.task}|{g.preset}"][1], g.weight) for g in groups]
+    rest_groups = [g for g in rest_groups if np.isfinite(data.cost[g.rows]).any()]
+    rest_cost = {f"{g.task}|{g.preset}": data.cost[g.rows] for g in rest_groups}
+
+    def fitted(make: Callable[[int], Any], feats: Callable[[Any, np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+        out = {}
+        for g in rest_groups:
+            shot = split[f"{g.task}|{g.preset}"][0]
+            labels = m.labels(data.cost[shot])
+            model = make(seed).fit(feats(data, shot), labels)
+            out[f"{g.task}|{g.preset}"] = model.predict(feats(data, g.rows))
+        return out
+
+    results["in-task"]["XGBoost (knob features)"] = _metrics(rest_groups, fitted(_xgb_reg, _knob_features),
+                                                             rest_cost, True, seed)
+    results["in-task"]["Random forest (knob features)"] = _metrics(rest_groups, fitted(_rf_reg, _knob_features),
+                                                                   rest_cost, True, seed)
+    results["in-task"]["TLP, no fine-tuning"] = _metrics(
+        rest_groups, {f"{g.task}|{g.preset}": tlp.predict(data.x[g.rows]) for g in rest_groups}, rest_cost, False,
+        seed)
+    tuned = {}
+    for g in rest_groups:
+        shot = split[f"{g.task}|{g.preset}"][0]
+        model = copy.deepcopy(tlp)
+        model.fine_tune(data.x[shot], m.labels(data.cost[shot]).astype(np.float32))
+        tuned[f"{g.task}|{g.preset}"] = model.predict(data.x[g.rows])
+    results["in-task"]["TLP, fine-tuned"] = _metrics(rest_groups, tuned, rest_cost, False, seed)
+    results["in-task"]["Random"] = _metrics(
+        rest_groups, {f"{g.task}|{g.preset}": rng.random(len(g.rows)) for g in rest_groups}, rest_cost, False, seed)
+
+    return {
+        "holdout": holdout, "seed": seed, "shots": shots, "epochs": epochs,
+        "train_tasks": sorted(set(data.task[train_rows])), "train_rows": len(train_rows),
+        "test": [{"task": g.task, "preset": g.preset, "rows": len(g.rows), "weight": g.weight} for g in groups],
+        "platforms": platforms, "results": results, "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+COLUMNS = (("top1", "top-1"), ("top5", "top-5"), ("pairwise", "pairwise acc."), ("ndcg10", "nDCG@10"),
+           ("valid10", "valid@10"), ("mse", "MSE"), ("mse_top25", "MSE top 25%"))
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The results table of :func:`evaluate`'s document."""
+    lines = [f"Held-out network: **{doc['holdout']}** ({len(doc['test'])} datasets); trained on "
+             f"{doc['train_rows']} rows of {len(doc['train_tasks'])} other tasks; platforms: "
+             f"{', '.join(doc['platforms'])}; seed {doc['seed']}, {doc['seconds']:.0f} s.", "",
+             "| protocol | model | " + " | ".join(c[1] for c in COLUMNS) + " |",
+             "|---|---|" + "---:|" * len(COLUMNS)]
+    for protocol, rows in doc["results"].items():
+        label = protocol if protocol == "transfer" else f"in-task ({doc['shots']} shots)"
+        for model, vals in rows.items():
+            cells = [f"{vals[k]:.3f}" if k in vals and np.isfinite(vals[k]) else "n/a" for k, _ in COLUMNS]
+            lines.append(f"| {label} | {model} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--holdout", default="resnet18", help="network whose tasks are held out")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shots", type=int, default=64, help="measured configs per task (in-task protocol)")
+    parser.add_argument("--epochs", type=int, default=50, help="TLP training epochs")
+    parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    args = parser.parse_args(argv)
+    doc = evaluate(args.holdout, args.seed, args.shots, args.epochs)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / f"{args.holdout}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    table = markdown(doc)
+    (args.out_dir / f"{args.holdout}.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""Train a TLP or MTL-TLP cost model on the catalog's datasets, with held-out networks.
+
+Usage:
+    python scripts/train_tlp.py --holdout resnet18
+    python scripts/train_tlp.py --holdout resnet18 --mtl --target-platform HOST --platform-fraction 0.07
+
+Rows of every task that occurs in a ``--holdout`` network are left out of training and
+scored at the end (pairwise ranking accuracy within each task, and TLP's top-1 / top-5 score
+of each held-out network). The other rows are split at random into training and validation
+rows (``--val-fraction``, TLP's 9:1). ``--platform-fraction F`` keeps a random fraction F of
+the target platform's training rows (MTL-TLP's setting: little data on the target machine,
+all of it on the others); ``--mtl`` gives each platform of the training data its own head.
+
+Writes to ``--out`` (default ``agents/checkpoints``): ``NAME.pt`` (weights), ``NAME.json``
+(the model config, the exact command, the dataset files and their checksums, seed, epochs,
+losses per epoch, seconds per epoch and the held-out scores) and ``NAME.png`` (training and
+validation loss per epoch). See :mod:`agents.models.tlp` and :mod:`agents.models.rank_data`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.models import metrics
+from agents.models.rank_data import RankingData, load_ranking_data, task_networks
+from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default: every file of the catalog)")
+    p.add_argument("--holdout", action="append", default=[], metavar="NETWORK",
+                   help="leave out every task of this network (tune_gym.tasks.suites); repeatable")
+    p.add_argument("--mtl", action="store_true", help="MTL-TLP: one head per platform of the training data")
+    p.add_argument("--target-platform", metavar="HOST",
+                   help="the platform that --platform-fraction thins and the held-out scores use "
+                        "(default: the only platform; required when there are several)")
+    p.add_argument("--platform-fraction", type=float, default=1.0, metavar="F",
+                   help="keep this random fraction of the target platform's training rows (default 1)")
+    p.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training rows (0.1)")
+    p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--batch", type=int, default=1024)
+    p.add_argument("--lr", type=float, default=7e-4)
+    p.add_argument("--weight-decay", type=float, default=1e-6)
+    p.add_argument("--clip", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=REPO / "agents" / "checkpoints", help="output directory")
+    p.add_argument("--name", help="file stem of the outputs (default from the options)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--cache-dir", type=Path, help="cache of encoded sequences (default ~/.cache/tune_gym/tlp)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = p.parse_args(argv)
+    if not 0 < args.platform_fraction <= 1:
+        p.error(f"--platform-fraction must be in (0, 1], got {args.platform_fraction}")
+    if not 0 < args.val_fraction < 1:
+        p.error(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
+    return args
+
+
+def _display(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def file_checksums(paths: list[Path]) -> list[dict[str, Any]]:
+    """Each file with its checksum: the row checksum of a Parquet dataset, else the file's SHA-256."""
+    from tune_gym.datasets.catalog import read_entry
+
+    out = []
+    for path in paths:
+        if path.suffix == ".parquet":
+            entry = read_entry(path)
+            out.append({"path": _display(path), "checksum": entry.meta["checksum"], "checksum_of": "rows",
+                        "task": entry.task, "preset": entry.preset, "rows": entry.rows})
+        else:
+            out.append({"path": _display(path), "checksum": hashlib.sha256(path.read_bytes()).hexdigest(),
+                        "checksum_of": "file"})
+    return out
+
+
+def held_out_mask(data: RankingData, networks: list[str]) -> tuple[np.ndarray, dict[str, dict[str, int]]]:
+    """Rows of tasks that occur in any of ``networks``, and each network's task weights."""
+    from tune_gym.tasks.suites import SUITES
+
+    unknown = [n for n in networks if n not in SUITES]
+    if unknown:
+        raise SystemExit(f"unknown network(s) {unknown}; known: {', '.join(SUITES)}")
+    occurs = task_networks()
+    weights = {n: {uri: nets[n] for uri, nets in occurs.items() if n in nets} for n in networks}
+    held = {uri for w in weights.values() for uri in w}
+    return np.array([t in held for t in data.task.tolist()], dtype=bool), weights
+
+
+def choose_target(data: RankingData, requested: str | None, needed: bool) -> str | None:
+    platforms = data.platforms
+    if requested is not None:
+        if requested not in platforms:
+            raise SystemExit(f"unknown --target-platform {requested!r}; the data's platforms: {platforms}")
+        return requested
+    if len(platforms) == 1:
+        return platforms[0]
+    if needed:
+        raise SystemExit(f"the data has several platforms {platforms}: name one with --target-platform")
+    return None
+
+
+def thin_target(data: RankingData, target: str, fraction: float, rng: np.random.Generator) -> RankingData:
+    """Keep a random ``fraction`` of the target platform's rows and every other row."""
+    rows = np.flatnonzero(data.platform == target)
+    keep = np.ones(len(data), dtype=bool)
+    keep[rng.choice(rows, size=len(rows) - round(fraction * len(rows)), replace=False)] = False
+    return data.subset(keep)
+
+
+def plot(history: dict[str, list[float]], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    epochs = np.arange(1, len(history["train_loss"]) + 1)
+    ax.plot(epochs, history["train_loss"], label="training")
+    if history["val_loss"]:
+        ax.plot(epochs, history["val_loss"], label="validation")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("LambdaRank loss per list")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = shlex.join(["python", *(sys.argv if argv is None else ["scripts/train_tlp.py", *argv])])
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from tune_gym.datasets.catalog import catalog
+
+    files = list(args.files) if args.files else [e.path for e in catalog()]
+    checksums = file_checksums(files)
+    tic = time.perf_counter()
+    data = load_ranking_data(files, cache_dir=args.cache_dir, progress=not args.quiet)
+    load_secs = time.perf_counter() - tic
+    changed = [a["path"] for a, b in zip(checksums, file_checksums(files)) if a != b]
+    if changed:
+        raise SystemExit(f"dataset file(s) {changed} changed while they were read (is a collection writing them?); "
+                         "run again, or leave them out with --files")
+    held, weights = held_out_mask(data, args.holdout)
+    pool, test = data.subset(~held), data.subset(held)
+    if not len(pool):
+        raise SystemExit(f"no training rows left after holding out {args.holdout}")
+    target = choose_target(pool, args.target_platform, needed=args.platform_fraction < 1)
+    rng = np.random.default_rng(args.seed)
+    if target is not None and args.platform_fraction < 1:  # choose_target gave one: it was needed
+        pool = thin_target(pool, target, args.platform_fraction, rng)
+    is_val = np.zeros(len(pool), dtype=bool)
+    is_val[rng.permutation(len(pool))[:round(args.val_fraction * len(pool))]] = True
+    train, val = pool.subset(~is_val), pool.subset(is_val)
+    platforms = train.platforms if args.mtl else [DEFAULT_PLATFORM]
+    model = TLPModel(platforms, data.shape, seed=args.seed, epochs=args.epochs, batch=args.batch, lr=args.lr,
+                     weight_decay=args.weight_decay, clip=args.clip)
+    print(f"{len(train)} training, {len(val)} validation, {len(test)} held-out rows; heads {platforms}; "
+          f"{load_secs:.1f} s to load and encode {len(data)} rows")
+    history = model.fit(train, val, progress=not args.quiet)
+    head = target if args.mtl else None
+    scores: dict[str, Any] = {"val_pairwise_accuracy": metrics.grouped_pairwise_accuracy(
+        model.predict(val.x, head), val.cost, val.task + "\0" + val.platform)}
+    if len(test):
+        test = test.subset(test.platform == target) if target is not None else test
+        s = model.predict(test.x, head)
+        scores["holdout_pairwise_accuracy"] = metrics.grouped_pairwise_accuracy(
+            s, test.cost, test.task + "\0" + test.platform)
+        for net, w in weights.items():
+            present = {uri: n for uri, n in w.items()
+                       if np.isfinite(test.cost[test.task == uri]).any() and (test.cost[test.task == uri] > 0).any()}
+            if present:
+                ranked = [(s[test.task == uri], test.cost[test.task == uri]) for uri in present]
+                scores[net] = {"tasks_with_data": len(present), "tasks": len(w),
+                               **{f"top{k}": metrics.top_k_score(ranked, list(present.values()), k, args.seed)
+                                  for k in (1, 5)}}
+    name = args.name or "_".join(["mtl-tlp" if args.mtl else "tlp",
+                                  *(["holdout-" + "-".join(args.holdout)] if args.holdout else []),
+                                  *([f"frac{args.platform_fraction:g}"] if args.platform_fraction < 1 else []),
+                                  f"seed{args.seed}"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    metadata = {
+        "command": command, "files": checksums, "seed": args.seed, "epochs": args.epochs,
+        "holdout": args.holdout, "target_platform": target, "platform_fraction": args.platform_fraction,
+        "val_fraction": args.val_fraction,
+        "rows": {"train": len(train), "val": len(val), "holdout": len(test)},
+        "train_tasks": sorted(set(pool.task.tolist())),
+        "final_train_loss": history["train_loss"][-1] if history["train_loss"] else None,
+        "final_val_loss": history["val_loss"][-1] if history["val_loss"] else None,
+        "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
+        "load_secs": load_secs, "scores": scores,
+    }
+    sidecar = model.save(args.out / f"{name}.pt", metadata)
+    plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png")
+    print(f"wrote {_display(args.out / f'{name}.pt')}, {_display(sidecar)}, {_display(args.out / f'{name}.png')}")
+    for key, value in scores.items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
