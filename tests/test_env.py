@@ -162,3 +162,83 @@ def test_records_and_resume(dense_task, tmp_path, live_backend):
     env.close()
     records = load_records(log)
     assert len(records) == 4 and len({r.config for r in records}) == 4
+
+
+# ---------------------------------------------------------------------- observation modes
+@pytest.fixture(scope="module", params=["sequence", "graph", "knobs"])
+def obs_env(request):
+    """Tune-v0 on resnet18:5 (compact) replayed from its committed dataset, per observation mode."""
+    env = gym.make("tune_gym/Tune-v0", task="resnet18:5", preset="compact", batch_size=4, budget=8,
+                   backend="replay", observation=request.param)
+    yield env
+    env.close()
+
+
+def test_observation_modes_pass_the_env_checkers(obs_env):
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    check_env(obs_env.unwrapped, skip_render_check=True)
+    sb3_check_env(obs_env.unwrapped, warn=True)
+
+
+def test_observation_shows_the_best_config(obs_env):
+    from tune_gym.features.graph import encode_graphs
+    from tune_gym.features.primitives import encode_trace
+
+    base = obs_env.unwrapped
+    mode = base.observation
+    keys = {"sequence": {"schedule"}, "graph": {"graph_nodes", "graph_adjacency", "graph_mask"},
+            "knobs": {"best_knobs"}}
+    common = {"task", "last_configs", "last_throughput", "last_valid", "progress"}
+    obs, _ = obs_env.reset(seed=0)
+    assert set(obs) == common | keys[mode] and obs_env.observation_space.contains(obs)
+    before = {k: obs[k].copy() for k in keys[mode]}
+    configs = base.space.sample_unique(np.random.default_rng(3), 4)
+    obs, _, _, _, info = obs_env.step(np.array(configs))
+    assert obs_env.observation_space.contains(obs)
+    best = info["best_config"]
+    if mode == "sequence":
+        expected = {"schedule": encode_trace(base.space.trace(best), 25, 22)}
+    elif mode == "knobs":
+        expected = {"best_knobs": base.space.normalized([best])[0]}
+    else:
+        enc = encode_graphs(base.graph_template, base.space, [best])
+        expected = {"graph_nodes": enc["nodes"][0], "graph_adjacency": enc["adjacency"][0],
+                    "graph_mask": enc["mask"][0]}
+        assert base.graph_template.family == "conv2d_nchw" and enc["mask"][0, 0] == 1
+    for key, value in expected.items():
+        np.testing.assert_array_equal(obs[key], value)
+    assert any(not np.array_equal(before[k], obs[k]) for k in before)  # the default config is not the best
+    for key in expected:  # observations are copies: the cached encoding stays intact
+        obs[key][...] = -7
+    obs, *_ = obs_env.step(np.array(configs))  # repeats: free, same best config
+    for key, value in expected.items():
+        np.testing.assert_array_equal(obs[key], value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"observation": "image"}, "observation must be one of 'sequence', 'graph', 'knobs', not 'image'"),
+    ({"observation": "graph", "schedule_shape": (10, 22)}, "schedule_shape applies to observation='sequence'"),
+    ({"observation": "knobs", "graph_template": {}}, "graph_template applies to observation='graph'"),
+])
+def test_bad_observation_options_raise(dense_task, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gym.make("tune_gym/Tune-v0", task=dense_task, preset="compact", backend="replay",
+                 backend_options={"dataset": str(DATA)}, reward_norm=1.0, **kwargs)
+
+
+def test_graph_observation_takes_a_stored_template(dense_task):
+    from tune_gym.features.graph import template_for
+    from tune_gym.tasks import Task
+
+    template = template_for(dense_task)
+    kwargs = dict(task=dense_task, preset="compact", batch_size=2, budget=4, backend="replay",
+                  backend_options={"dataset": str(DATA)}, reward_norm=1.0, observation="graph")
+    env = gym.make("tune_gym/Tune-v0", graph_template=template.to_dict(), **kwargs)
+    assert env.unwrapped.graph_template == template
+    assert env.observation_space["graph_nodes"].shape == (template.n_slots, template.feat_dim)
+    env.close()
+    other = template_for(Task.parse("resnet18:1"))
+    with pytest.raises(ValueError, match="graph_template is for conv2d_nchw on llvm, but the task .* is dense"):
+        gym.make("tune_gym/Tune-v0", graph_template=other, **kwargs)

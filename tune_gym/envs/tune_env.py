@@ -14,9 +14,18 @@ are ignored.
 
 Observation (a ``Dict`` of fixed-shape float32 ``Box``es, usable by SB3's MultiInputPolicy):
     ``task``: task features (:mod:`tune_gym.features.task`), shape ``(17,)``.
-    ``schedule``: the best config so far as a TLP-style sequence of schedule primitives
-        (:mod:`tune_gym.features.primitives`), shape ``(max_len, vec_len)``; before any
-        measurement, sketch 0 with every knob at index 0.
+    The best config so far (before any measurement, sketch 0 with every knob at index 0),
+    encoded by ``observation``:
+        ``"sequence"`` (default): ``schedule``, the config as a TLP-style sequence of schedule
+            primitives (:mod:`tune_gym.features.primitives`), shape ``(max_len, vec_len)``
+            (``schedule_shape``; default 25 x 22 on CPUs, 32 x 40 on GPUs);
+        ``"graph"``: MetaTune's loop graph of its kernel on the op family's super-graph
+            template (:mod:`tune_gym.features.graph`; ``graph_template``, default
+            :func:`~tune_gym.features.graph.template_for` of the task, built on first use and
+            cached per process): ``graph_nodes`` ``(n_slots, feat_dim)``, ``graph_adjacency``
+            ``(n_slots, n_slots)`` (``[src, dst]``) and ``graph_mask`` ``(n_slots,)``; all zeros
+            for a config that does not schedule;
+        ``"knobs"``: ``best_knobs``, its knob indices scaled to [0, 1], ``(n_knobs,)``.
     ``last_configs``: last batch's knob indices scaled to [0, 1], ``(batch_size, n_knobs)``.
     ``last_throughput``: last batch's throughput / reference throughput, ``(batch_size,)``
         (0 for failed configs and for unused rows).
@@ -62,8 +71,9 @@ measured again.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -78,10 +88,15 @@ from tune_gym.session import Trial, TuningSession
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["TuneEnv"]
+if TYPE_CHECKING:
+    from tune_gym.features.graph import GraphTemplate
 
-#: Encoded ``schedule`` observations kept per env (see :meth:`TuneEnv._schedule`); 2 KB each.
-_SCHEDULE_CACHE = 1024
+__all__ = ["OBSERVATIONS", "TuneEnv"]
+
+#: Accepted values of ``observation`` (see the module docstring).
+OBSERVATIONS = ("sequence", "graph", "knobs")
+#: Bytes of encoded best-config observations kept per env (see :meth:`TuneEnv._encoding`).
+_ENCODING_CACHE_BYTES = 2 * 2**20
 
 
 class TuneEnv(gym.Env):
@@ -103,6 +118,8 @@ class TuneEnv(gym.Env):
         backend_options: dict[str, Any] | None = None,
         schedule_shape: tuple[int, int] | None = None,
         render_mode: str | None = None,
+        observation: str = "sequence",
+        graph_template: GraphTemplate | dict[str, Any] | None = None,
     ) -> None:
         from tune_gym.features.primitives import default_shape
 
@@ -111,12 +128,20 @@ class TuneEnv(gym.Env):
             raise ValueError(f"batch_size ({batch_size}) and budget ({budget}) must be >= 1")
         if action_format not in ("flat", "knobs", "index"):
             raise ValueError(f"action_format must be 'flat', 'knobs' or 'index', not {action_format!r}")
+        if not isinstance(observation, str) or observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {', '.join(map(repr, OBSERVATIONS))}, not {observation!r}")
+        if schedule_shape is not None and observation != "sequence":
+            raise ValueError(f"schedule_shape applies to observation='sequence' only, not {observation!r}")
+        if graph_template is not None and observation != "graph":
+            raise ValueError(f"graph_template applies to observation='graph' only, not {observation!r}")
         _check_reward_norm(reward_norm)
         self.space = KnobSpace.for_task(self.task, preset)
+        self.graph_template = template = self._graph_template(graph_template) if observation == "graph" else None
         self.preset = preset
         self.batch_size = batch_size
         self.budget = budget
         self.action_format = action_format
+        self.observation = observation
         self.render_mode = render_mode
         self.backend, self._owns_backend = resolve_backend(backend, backend_options)
         self.session = TuningSession(self.task, self.space, self.backend, budget=budget, log=log, resume=resume)
@@ -139,9 +164,17 @@ class TuneEnv(gym.Env):
         self._sched_shape = tuple(schedule_shape or default)
         unit = lambda shape: spaces.Box(0.0, 1.0, shape=shape, dtype=np.float32)
         free = lambda shape, low=-np.inf: spaces.Box(low, np.inf, shape=shape, dtype=np.float32)
+        if template is not None:
+            slots, width = template.n_slots, template.feat_dim
+            best = {"graph_nodes": free((slots, width)), "graph_adjacency": unit((slots, slots)),
+                    "graph_mask": unit((slots,))}
+        elif observation == "knobs":
+            best = {"best_knobs": unit((k,))}
+        else:
+            best = {"schedule": free(self._sched_shape)}
         self.observation_space = spaces.Dict({
             "task": free((TASK_FEATURE_DIM,)),
-            "schedule": free(self._sched_shape),
+            **best,
             "last_configs": unit((n, k)),
             "last_throughput": free((n,), 0.0),
             "last_valid": unit((n,)),
@@ -149,7 +182,9 @@ class TuneEnv(gym.Env):
         })
         self._task_features = task_features(self.task)
         self._default_config = self.space.canonical([0] * k)  # shown before any measurement
-        self._schedules: dict[Config, np.ndarray] = {}  # config -> encoded trace, see _schedule
+        entry_bytes = sum(4 * math.prod(box.shape) for box in best.values())
+        self._encoding_limit = max(8, _ENCODING_CACHE_BYTES // entry_bytes)
+        self._encodings: dict[Config, dict[str, np.ndarray]] = {}  # config -> best-config keys, see _encoding
         self._session_fresh = True  # the session's first run (with resumed records) not yet used
         self._clear_last()
 
@@ -168,6 +203,18 @@ class TuneEnv(gym.Env):
         from tune_gym.measure.reference import measure_reference
 
         return measure_reference(self.task)
+
+    def _graph_template(self, given: GraphTemplate | dict[str, Any] | None) -> GraphTemplate:
+        """The template of ``observation="graph"``: ``given`` (checked) or the task family's."""
+        from tune_gym.features.graph import GraphTemplate, template_for
+
+        if given is None:
+            return template_for(self.task)
+        template = given if isinstance(given, GraphTemplate) else GraphTemplate.from_dict(given)
+        if (template.family, template.target) != (self.task.op, self.task.target.kind):
+            raise ValueError(f"graph_template is for {template.family} on {template.target}, but the task "
+                             f"{self.task.uri} is {self.task.op} on {self.task.target.kind}")
+        return template
 
     def _clear_last(self) -> None:
         self._last_configs = np.zeros((self.batch_size, self.space.n_knobs), dtype=np.float32)
@@ -199,29 +246,43 @@ class TuneEnv(gym.Env):
         """Wall seconds spent in the backend over the env's life."""
         return self.session.wall_secs
 
-    def _schedule(self, config: Config) -> np.ndarray:
-        """The encoded trace of ``config`` for the ``schedule`` observation (read-only: copy it).
+    def _encoding(self, config: Config) -> dict[str, np.ndarray]:
+        """The best-config keys of the observation for ``config`` (read-only arrays: copy them).
 
-        Encoding walks the config's TVM trace, about a millisecond: more than ten times the
-        rest of a replayed step. The observation shows the best config, which rarely changes,
-        so each encoding is cached (the oldest of ``_SCHEDULE_CACHE`` configs is dropped first).
+        Encoding walks the config's TVM trace (``sequence``, about a millisecond) or schedules
+        and walks its kernel (``graph``, 2-30 ms): more than ten times the rest of a replayed
+        step. The observation shows the best config, which rarely changes, so encodings are
+        cached (about 2 MB per env; the oldest config is dropped first).
         """
+        encoded = self._encodings.get(config)
+        if encoded is None:
+            if len(self._encodings) >= self._encoding_limit:
+                del self._encodings[next(iter(self._encodings))]
+            encoded = self._encode(config)
+            for array in encoded.values():
+                array.setflags(write=False)
+            self._encodings[config] = encoded
+        return encoded
+
+    def _encode(self, config: Config) -> dict[str, np.ndarray]:
+        if self.graph_template is not None:
+            from tune_gym.features.graph import encode_graphs
+
+            graph = encode_graphs(self.graph_template, self.space, [config])
+            return {"graph_nodes": graph["nodes"][0], "graph_adjacency": graph["adjacency"][0],
+                    "graph_mask": graph["mask"][0]}
+        if self.observation == "knobs":
+            return {"best_knobs": self.space.normalized([config])[0]}
         from tune_gym.features.primitives import encode_trace
 
-        encoded = self._schedules.get(config)
-        if encoded is None:
-            if len(self._schedules) >= _SCHEDULE_CACHE:
-                del self._schedules[next(iter(self._schedules))]
-            encoded = encode_trace(self.space.trace(config, check=False), *self._sched_shape)
-            encoded.setflags(write=False)
-            self._schedules[config] = encoded
-        return encoded
+        return {"schedule": encode_trace(self.space.trace(config, check=False), *self._sched_shape)}
 
     def _obs(self) -> dict[str, np.ndarray]:
         best_cfg, best_gflops = self.best
         return {
             "task": self._task_features.copy(),
-            "schedule": self._schedule(best_cfg if best_cfg is not None else self._default_config).copy(),
+            **{key: value.copy() for key, value in
+               self._encoding(best_cfg if best_cfg is not None else self._default_config).items()},
             "last_configs": self._last_configs.copy(),
             "last_throughput": self._last_tp.copy(),
             "last_valid": self._last_valid.copy(),
