@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from agents.models import metrics
-from agents.models.rank_data import RankingData, load_ranking_data, task_networks
+from agents.models.rank_data import RankingData, held_out_mask, load_ranking_data
 from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,19 +87,6 @@ def file_checksums(paths: list[Path]) -> list[dict[str, Any]]:
             out.append({"path": _display(path), "checksum": hashlib.sha256(path.read_bytes()).hexdigest(),
                         "checksum_of": "file"})
     return out
-
-
-def held_out_mask(data: RankingData, networks: list[str]) -> tuple[np.ndarray, dict[str, dict[str, int]]]:
-    """Rows of tasks that occur in any of ``networks``, and each network's task weights."""
-    from tune_gym.tasks.suites import SUITES
-
-    unknown = [n for n in networks if n not in SUITES]
-    if unknown:
-        raise SystemExit(f"unknown network(s) {unknown}; known: {', '.join(SUITES)}")
-    occurs = task_networks()
-    weights = {n: {uri: nets[n] for uri, nets in occurs.items() if n in nets} for n in networks}
-    held = {uri for w in weights.values() for uri in w}
-    return np.array([t in held for t in data.task.tolist()], dtype=bool), weights
 
 
 def choose_target(data: RankingData, requested: str | None, needed: bool) -> str | None:
@@ -161,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     if changed:
         raise SystemExit(f"dataset file(s) {changed} changed while they were read (is a collection writing them?); "
                          "run again, or leave them out with --files")
-    held, weights = held_out_mask(data, args.holdout)
+    try:
+        held, weights = held_out_mask(data, args.holdout)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
     pool, test = data.subset(~held), data.subset(held)
     if not len(pool):
         raise SystemExit(f"no training rows left after holding out {args.holdout}")

@@ -224,3 +224,23 @@ def test_task_networks_counts_occurrences():
     resnet = get_suite("resnet18")
     assert nets[resnet[1].task.uri]["resnet18"] == resnet[1].weight == 4
     assert sum(n.get("resnet18", 0) for n in nets.values()) == sum(t.weight for t in resnet.tasks)
+
+
+def test_held_out_networks_are_disjoint_from_training():
+    from dataclasses import replace
+
+    from agents.models.rank_data import held_out_mask, task_networks
+    from tune_gym.tasks.suites import get_suite
+
+    resnet = [st.task.uri for st in get_suite("resnet18").tasks]
+    others = [uri for uri, nets in task_networks().items() if "resnet18" not in nets][:3]
+    uris = [resnet[1], resnet[7], *others]
+    data = synthetic(tasks=1, rows=len(uris) * 4)
+    data = replace(data, task=np.array([uris[i % len(uris)] for i in range(len(data))], dtype=object))
+    held, weights = held_out_mask(data, ["resnet18"])
+    assert not set(data.task[held]) & set(data.task[~held])
+    assert set(data.task[held]) == {resnet[1], resnet[7]}
+    assert set(data.task[~held]) == set(others)
+    assert weights["resnet18"][resnet[7]] == get_suite("resnet18")[7].weight
+    with pytest.raises(ValueError, match="unknown network"):
+        held_out_mask(data, ["resnet19"])

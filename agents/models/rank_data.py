@@ -42,7 +42,7 @@ import numpy as np
 if TYPE_CHECKING:
     from tune_gym.datasets import Dataset
 
-__all__ = ["RankingData", "default_cache_dir", "load_ranking_data", "task_networks"]
+__all__ = ["RankingData", "default_cache_dir", "held_out_mask", "load_ranking_data", "task_networks"]
 
 #: Rows encoded per step of the progress bar.
 _CHUNK = 256
@@ -117,6 +117,26 @@ def task_networks(target: str = "llvm") -> dict[str, dict[str, int]]:
         for st in get_suite(name, target).tasks:
             out[st.task.uri][name] = out[st.task.uri].get(name, 0) + st.weight
     return dict(out)
+
+
+def held_out_mask(data: RankingData, networks: Sequence[str]) -> tuple[np.ndarray, dict[str, dict[str, int]]]:
+    """Rows of the tasks that occur in any of ``networks``, and each network's task weights.
+
+    A task shared by a held-out network and another network is held out too, so training rows
+    never include a held-out task (whatever network it was collected for).
+
+    Raises:
+        ValueError: an unknown network name.
+    """
+    from tune_gym.tasks.suites import SUITES
+
+    unknown = [n for n in networks if n not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown network(s) {unknown}; known: {', '.join(SUITES)}")
+    occurs = task_networks()
+    weights = {n: {uri: nets[n] for uri, nets in occurs.items() if n in nets} for n in networks}
+    held = {uri for w in weights.values() for uri in w}
+    return np.array([t in held for t in data.task.tolist()], dtype=bool), weights
 
 
 def default_cache_dir() -> Path:

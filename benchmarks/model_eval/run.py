@@ -126,20 +126,17 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
     """Train and score every model (see the module docstring); returns the JSON document."""
     import torch
 
-    from agents.models.rank_data import load_ranking_data, task_networks
+    from agents.models.rank_data import held_out_mask, load_ranking_data
     from agents.models.tlp import TLPModel
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     data = load_ranking_data(progress=progress)
-    networks = task_networks()
-    in_holdout = np.array([holdout in networks.get(t, {}) for t in data.task])
+    in_holdout, network_weights = held_out_mask(data, [holdout])
     if not in_holdout.any():
-        raise ValueError(f"no dataset of network {holdout!r}; networks with data: "
-                         f"{sorted({n for t in set(data.task) for n in networks.get(t, {})})}")
+        raise ValueError(f"no dataset holds a task of network {holdout!r}")
     train_rows, test_rows = np.flatnonzero(~in_holdout), np.flatnonzero(in_holdout)
-    assert not set(data.task[train_rows]) & set(data.task[test_rows]), "held-out tasks leaked into training"
-    weights = {t: networks[t][holdout] for t in set(data.task[test_rows])}
+    weights = {t: network_weights[holdout][t] for t in set(data.task[test_rows])}
     groups = [g for g in _groups(data, test_rows, weights) if np.isfinite(data.cost[g.rows]).any()]
     cost = {f"{g.task}|{g.preset}": data.cost[g.rows] for g in groups}
     rng = np.random.default_rng(seed)
