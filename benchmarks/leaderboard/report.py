@@ -94,11 +94,15 @@ def compute(results: str | Path) -> Leaderboard:
     current = {spec.key for spec in Suite.from_dict(header["suite"]).runs()}
     runs = [r for r in runs if r["key"] in current]  # runs of the suite as it is now
     weights = _network_weights(header["suite"]["tasks"])
+    presets: dict[str, set[str]] = defaultdict(set)
+    for t in header["suite"]["tasks"]:
+        presets[t["id"]].add(t["preset"])
     tasks: dict[str, TaskData] = {}
     cells: dict[tuple[str, str], Cell] = {}
     for line in runs:
         spec = line["spec"]
-        tid = spec["task"]
+        # a task listed with two presets (two spaces) is two rows: "bert_base:0 compact", "bert_base:0 full"
+        tid = spec["task"] if len(presets[spec["task"]]) == 1 else f"{spec['task']} {spec['preset']}"
         if tid not in tasks:
             tasks[tid] = _task_data(line["task_uri"], spec["preset"])
         td = tasks[tid]
@@ -172,6 +176,17 @@ def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData]) -> lis
     return rows
 
 
+def _missing_runs(lb: Leaderboard) -> dict[str, int]:
+    """Agent -> runs of the current suite that the results file does not hold."""
+    from benchmarks.leaderboard.suite import Suite
+
+    expected: dict[str, int] = defaultdict(int)
+    for spec in Suite.from_dict(lb.header["suite"]).runs():
+        expected[spec.agent] += 1
+    done = {r["agent"]: r["runs"] for r in lb.rows}
+    return {a: n - done.get(a, 0) for a, n in expected.items() if n > done.get(a, 0)}
+
+
 def _fmt(x: float, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
@@ -230,6 +245,10 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
                      f"| {_fmt(r['p_time'])} | {_fmt(r['p_run'])} | {_fmt(r['vs_best'])} | {_fmt(r['vs_reference'])} | "
                      f"{_fmt(r['to95'], 0)} | {_fmt(r['agent_secs'], 1)} | {_fmt(r['measure_secs'], 0)} | "
                      f"{r['runs']} |")
+    missing = _missing_runs(lb)
+    if missing:
+        lines += ["", "Runs of the suite not in the results yet (`tune-gym bench --suite NAME` adds them): "
+                  + ", ".join(f"{a} {n}" for a, n in sorted(missing.items())) + "."]
     lines += ["", "## Per task", "",
               "Median final GFLOPS over the best known, and trials to 100% of it (median [IQR]; `never (k/n)`: "
               "k of n seeds reached it).", ""]
