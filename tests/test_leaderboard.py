@@ -202,6 +202,13 @@ def test_leaderboard_report(suite_file, tmp_path):
     assert (tmp_path / "plots" / "random_relative_score.png").stat().st_size > 1000
 
 
+def test_leaderboard_lists_runs_not_made_yet(suite_file, tmp_path):
+    out = tmp_path / "results.jsonl"
+    run_suite(load_suite(suite_file), out, agents=["random"], progress=False)
+    text = write_leaderboard(out, tmp_path / "LEADERBOARD.md", plots=tmp_path / "plots").read_text()
+    assert "not in the results yet" in text and "xgb-sa 4" in text
+
+
 def test_ray_dispatch_on_a_local_instance(suite_file, tmp_path, data_dir):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
