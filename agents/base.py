@@ -63,6 +63,12 @@ class Agent:
             self.seen[cfg] = res
         self.proposed.update(configs)
 
+    def describe(self) -> dict[str, Any]:
+        """What decides this run's behaviour besides the agent's id, options and seed (e.g. the
+        checkpoint a pretrained agent loaded in :meth:`reset`); JSON-serializable. The
+        leaderboard records it with each run."""
+        return {}
+
     def fresh(self, n: int, taken: AbstractSet[Config] = frozenset()) -> list[Config]:
         """Up to ``n`` distinct uniform random configs never proposed nor in ``taken``."""
         return self.space.sample_unique(self.rng, n, exclude=self.proposed | set(taken))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,11 @@ def _load(path: str) -> Any:
     return TLPModel.load(path)
 
 
+@functools.lru_cache(maxsize=16)
+def _sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 @functools.lru_cache(maxsize=8)
 def _encoder(task: Task, preset: str, shape: tuple[int, int]) -> Any:
     from tune_gym.features.primitives import SequenceEncoder
@@ -120,6 +126,10 @@ class TLPSAAgent(ModelGuidedAgent):
         self.model = self._pretrained
         self._encode = _encoder(task, space.preset, self._pretrained.shape)
         self.fitted = True  # the pretrained model ranks from the first plan
+
+    def describe(self) -> dict[str, Any]:
+        path = self.checkpoint_path.resolve()
+        return {"checkpoint": path.name, "sha256": _sha256(str(path))}
 
     def fit(self, configs: np.ndarray, y: np.ndarray) -> bool:
         if self.fine_tune == "none" or y.max() <= 0:

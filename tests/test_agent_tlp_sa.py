@@ -71,3 +71,14 @@ def test_fine_tuning_starts_from_the_pretrained_weights(space):
 def test_bad_options():
     with pytest.raises(ValueError, match="fine_tune must be one of"):
         make_agent("tlp-sa", fine_tune="some")
+
+
+def test_describe_names_the_loaded_checkpoint(tmp_path, space):
+    _checkpoint(tmp_path, "only", ["op://a"], 10)
+    agent = make_agent("tlp-sa", checkpoint=str(tmp_path / "only.pt"), **FAST)
+    agent.reset(space, space.task, seed=0)
+    info = agent.describe()
+    assert info["checkpoint"] == "only.pt"
+    import hashlib
+
+    assert info["sha256"] == hashlib.sha256((tmp_path / "only.pt").read_bytes()).hexdigest()

@@ -77,6 +77,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             "errors": [t.result.error for t in trials],
             "clock": [t.clock for t in trials],
             "best_gflops": max((t.result.gflops for t in trials), default=0.0),
+            "agent_info": agent.describe(),
             "agent_secs": agent_secs[0], "wall_secs": time.perf_counter() - start,
             "host": _host(), "time": time.time(),
         }

@@ -96,8 +96,11 @@ def validate(results: str | Path, rerun: int = 3, seed: int = 0) -> Validation:
         if again["configs"] != line["configs"]:
             first = next((j for j, (a, b) in enumerate(zip(again["configs"], line["configs"])) if a != b),
                          min(len(again["configs"]), len(line["configs"])))
+            why = ""
+            if again.get("agent_info", {}) != line.get("agent_info", {}):
+                why = f" (the agent now runs with {again.get('agent_info')}, recorded {line.get('agent_info', {})})"
             report.problems.append(f"run {spec.key}: re-run from its seed proposes other configs from trial "
-                                   f"{first + 1}")
+                                   f"{first + 1}{why}")
     return report
 
 

@@ -2,7 +2,10 @@
 
 ``python -m benchmarks.model_eval.run --holdout resnet18`` trains every model on the datasets of
 tasks that do not occur in the held-out network, then scores how each ranks the measured configs
-of the held-out network's tasks (:mod:`agents.models.metrics`). Two protocols:
+of the held-out network's tasks (:mod:`agents.models.metrics`). The transfer TLP model is the
+committed checkpoint that ``tlp-sa`` would use (trained without those tasks, checked against its
+sidecar's ``train_tasks``) when there is one (``--checkpoint``), so the table scores the model
+the agent runs with. Two protocols:
 
 * ``transfer`` (zero-shot): the model never saw a row of the held-out tasks. Rows: TLP, MTL-TLP,
   XGBoost and random forest on MetaSchedule's per-store loop features (the TenSet baseline,
@@ -121,9 +124,52 @@ def _rf_reg(seed: int) -> Any:
     return RandomForestRegressor(n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1)
 
 
+def held_out_checkpoint(holdout_tasks: set[str], directory: Path | None = None) -> Path | None:
+    """The committed TLP checkpoint trained on the most rows and on none of ``holdout_tasks``
+    (its sidecar's ``train_tasks``), or ``None``."""
+    from agents.tlp_sa import CHECKPOINT_DIR
+
+    best: tuple[int, Path] | None = None
+    for sidecar in sorted((directory or CHECKPOINT_DIR).glob("*.json")):
+        doc = json.loads(sidecar.read_text())
+        meta = doc.get("metadata", {})
+        if doc.get("model") != "TLPModel" or "train_tasks" not in meta or holdout_tasks & set(meta["train_tasks"]):
+            continue
+        rows = int(meta.get("rows", {}).get("train", 0))
+        if best is None or rows > best[0]:
+            best = (rows, sidecar.with_name(doc["weights"]))
+    return None if best is None else best[1]
+
+
+def _transfer_tlp(checkpoint: str, holdout_tasks: set[str], train: Any, seed: int, epochs: int, progress: bool,
+                  log: Callable[[str], None]) -> tuple[Any, str]:
+    """The zero-shot TLP model: a committed checkpoint (``"auto"`` or a path) trained without
+    the held-out tasks, else (``"auto"`` with none, or ``"none"``) one trained here on ``train``."""
+    from agents.models.tlp import TLPModel
+
+    path = held_out_checkpoint(holdout_tasks) if checkpoint == "auto" else None if checkpoint == "none" \
+        else Path(checkpoint)
+    if path is None:
+        log(f"transfer: training TLP ({epochs} epochs)")
+        model = TLPModel(seed=seed, epochs=epochs)
+        model.fit(train, progress=progress)
+        return model, f"trained here, seed {seed}, {epochs} epochs"
+    model = TLPModel.load(path)
+    leaked = sorted(holdout_tasks & set(model.metadata.get("train_tasks", ())))
+    if "train_tasks" not in model.metadata or leaked:
+        raise ValueError(f"checkpoint {path} was trained on held-out tasks {leaked} (or does not list its "
+                         "train_tasks): it cannot be scored on them")
+    log(f"transfer: TLP from checkpoint {path.name}")
+    return model, f"checkpoint {path.name}"
+
+
 def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: int = 50,
-             progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train and score every model (see the module docstring); returns the JSON document."""
+             progress: bool = True, log: Callable[[str], None] = print, checkpoint: str = "auto") -> dict[str, Any]:
+    """Train and score every model (see the module docstring); returns the JSON document.
+
+    ``checkpoint``: where the transfer TLP model comes from: ``"auto"`` (a committed checkpoint
+    trained without the held-out tasks, else trained here), a checkpoint path, or ``"none"``
+    (always trained here, for ``epochs`` epochs)."""
     import torch
 
     from agents.models.rank_data import held_out_mask, load_ranking_data
@@ -152,9 +198,7 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
         return {f"{g.task}|{g.preset}": np.asarray(fn(g), dtype=np.float64) for g in groups}
 
     # ---------------------------------------------------------------- transfer (zero-shot)
-    log("transfer: TLP")
-    tlp = TLPModel(seed=seed, epochs=epochs)
-    tlp.fit(train, progress=progress)
+    tlp, tlp_source = _transfer_tlp(checkpoint, set(data.task[test_rows]), train, seed, epochs, progress, log)
     results["transfer"]["TLP"] = _metrics(groups, per_group(lambda g: tlp.predict(data.x[g.rows])), cost, False, seed)
     if len(platforms) > 1:
         log("transfer: MTL-TLP")
@@ -215,7 +259,7 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
         rest_groups, {f"{g.task}|{g.preset}": rng.random(len(g.rows)) for g in rest_groups}, rest_cost, False, seed)
 
     return {
-        "holdout": holdout, "seed": seed, "shots": shots, "epochs": epochs,
+        "holdout": holdout, "seed": seed, "shots": shots, "epochs": epochs, "tlp": tlp_source,
         "train_tasks": sorted(set(data.task[train_rows])), "train_rows": len(train_rows),
         "test": [{"task": g.task, "preset": g.preset, "rows": len(g.rows), "weight": g.weight} for g in groups],
         "platforms": platforms, "results": results, "seconds": round(time.perf_counter() - t0, 1),
@@ -230,7 +274,8 @@ def markdown(doc: dict[str, Any]) -> str:
     """The results table of :func:`evaluate`'s document."""
     lines = [f"Held-out network: **{doc['holdout']}** ({len(doc['test'])} datasets); trained on "
              f"{doc['train_rows']} rows of {len(doc['train_tasks'])} other tasks; platforms: "
-             f"{', '.join(doc['platforms'])}; seed {doc['seed']}, {doc['seconds']:.0f} s.", "",
+             f"{', '.join(doc['platforms'])}; TLP: {doc.get('tlp', 'trained here')}; seed {doc['seed']}, "
+             f"{doc['seconds']:.0f} s.", "",
              "| protocol | model | " + " | ".join(c[1] for c in COLUMNS) + " |",
              "|---|---|" + "---:|" * len(COLUMNS)]
     for protocol, rows in doc["results"].items():
@@ -246,10 +291,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--holdout", default="resnet18", help="network whose tasks are held out")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shots", type=int, default=64, help="measured configs per task (in-task protocol)")
-    parser.add_argument("--epochs", type=int, default=50, help="TLP training epochs")
+    parser.add_argument("--epochs", type=int, default=50, help="TLP training epochs (when trained here)")
+    parser.add_argument("--checkpoint", default="auto",
+                        help="transfer TLP model: 'auto' (a committed checkpoint trained without the held-out "
+                             "tasks, else trained here), a checkpoint path, or 'none' (train here)")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
-    doc = evaluate(args.holdout, args.seed, args.shots, args.epochs)
+    doc = evaluate(args.holdout, args.seed, args.shots, args.epochs, checkpoint=args.checkpoint)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{args.holdout}.json").write_text(json.dumps(doc, indent=1) + "\n")
     table = markdown(doc)
