@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="keep this random fraction of the target platform's training rows (default 1)")
     p.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training rows (0.1)")
     p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--lists", choices=("task", "batch"), default="task",
+                   help="LambdaRank lists: each task's rows of a batch (default) or the whole batch (TLP's code)")
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--lr", type=float, default=7e-4)
     p.add_argument("--weight-decay", type=float, default=1e-6)
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     train, val = pool.subset(~is_val), pool.subset(is_val)
     platforms = train.platforms if args.mtl else [DEFAULT_PLATFORM]
     model = TLPModel(platforms, data.shape, seed=args.seed, epochs=args.epochs, batch=args.batch, lr=args.lr,
-                     weight_decay=args.weight_decay, clip=args.clip)
+                     weight_decay=args.weight_decay, clip=args.clip, lists=args.lists)
     print(f"{len(train)} training, {len(val)} validation, {len(test)} held-out rows; heads {platforms}; "
           f"{load_secs:.1f} s to load and encode {len(data)} rows")
     history = model.fit(train, val, progress=not args.quiet)
@@ -187,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or "_".join(["mtl-tlp" if args.mtl else "tlp",
                                   *(["holdout-" + "-".join(args.holdout)] if args.holdout else []),
                                   *([f"frac{args.platform_fraction:g}"] if args.platform_fraction < 1 else []),
+                                  *(["batchlists"] if args.lists == "batch" else []),
                                   f"seed{args.seed}"])
     args.out.mkdir(parents=True, exist_ok=True)
     metadata = {

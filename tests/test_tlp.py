@@ -244,3 +244,18 @@ def test_held_out_networks_are_disjoint_from_training():
     assert weights["resnet18"][resnet[7]] == get_suite("resnet18")[7].weight
     with pytest.raises(ValueError, match="unknown network"):
         held_out_mask(data, ["resnet19"])
+
+
+def test_batch_lists_rank_across_tasks():
+    """``lists="batch"`` (TLP's code) puts every row of a platform in one list; ``"task"`` does not."""
+    x = np.zeros((4, 25, 22), dtype=np.float32)
+    x[:, 0, 0] = 1.0
+    data = RankingData(x=x, label=np.array([1.0, 0.5, 1.0, 0.5], dtype=np.float32),
+                       cost=np.ones(4), task=np.array(["a", "a", "b", "b"], dtype=object),
+                       preset=np.array(["p"] * 4, dtype=object), platform=np.array(["h"] * 4, dtype=object),
+                       config=np.array([(i,) for i in range(4)] + [None], dtype=object)[:4])
+    _, per_task = TLPModel(lists="task")._lists(data)
+    _, per_batch = TLPModel(lists="batch")._lists(data)
+    assert per_task.tolist() == [0, 0, 1, 1] and per_batch.tolist() == [0, 0, 0, 0]
+    with pytest.raises(ValueError, match="lists must be"):
+        TLPModel(lists="pairs")

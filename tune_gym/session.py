@@ -32,7 +32,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -75,11 +74,9 @@ class Trial:
     source: str
     clock: float
 
-    @cached_property
+    @property
     def gflops(self) -> float:
-        # Cached: MeasureResult.gflops averages its costs on every call, and an env reads
-        # the GFLOPS of every trial it serves on every step.
-        return self.result.gflops
+        return self.result.gflops  # cached on the result
 
     @property
     def ok(self) -> bool:

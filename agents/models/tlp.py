@@ -181,11 +181,14 @@ class TLPModel:
         epochs, batch, lr, weight_decay, clip: training settings (TLP's: 50, 1024, 7e-4,
             1e-6, 0.5).
         attention_heads, res_blocks: architecture (TLP's: 8, 2).
+        lists: the LambdaRank lists of a training batch: ``"task"`` (each task's rows on one
+            platform, the default; see the module docstring) or ``"batch"`` (the whole batch,
+            as TLP's code).
     """
 
     def __init__(self, platforms: Sequence[str] = (DEFAULT_PLATFORM,), shape: Sequence[int] = (25, 22), seed: int = 0,
                  epochs: int = 50, batch: int = 1024, lr: float = 7e-4, weight_decay: float = 1e-6, clip: float = 0.5,
-                 attention_heads: int = 8, res_blocks: int = 2) -> None:
+                 attention_heads: int = 8, res_blocks: int = 2, lists: str = "task") -> None:
         platforms = [str(p) for p in platforms]
         if not platforms or len(set(platforms)) != len(platforms):
             raise ValueError(f"platforms must be distinct and non-empty, got {platforms!r}")
@@ -193,6 +196,8 @@ class TLPModel:
             raise ValueError(f"{DEFAULT_PLATFORM!r} is plain TLP's only head; it cannot be one of {platforms!r}")
         if len(shape) != 2 or min(shape) < 1:
             raise ValueError(f"shape must be (max_len, vec_len), got {tuple(shape)!r}")
+        if lists not in ("task", "batch"):
+            raise ValueError(f"lists must be 'task' or 'batch', not {lists!r}")
         if epochs < 0 or batch < 1:
             raise ValueError(f"epochs must be >= 0 and batch >= 1, got {epochs}, {batch}")
         self.platforms = platforms
@@ -200,6 +205,7 @@ class TLPModel:
         self.seed = seed
         self.epochs, self.batch, self.lr, self.weight_decay, self.clip = epochs, batch, lr, weight_decay, clip
         self.attention_heads, self.res_blocks = attention_heads, res_blocks
+        self.lists = lists
         self.metadata: dict[str, Any] = {}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -212,7 +218,7 @@ class TLPModel:
         """The constructor's arguments (what :meth:`load` rebuilds the model from)."""
         return {"platforms": self.platforms, "shape": list(self.shape), "seed": self.seed, "epochs": self.epochs,
                 "batch": self.batch, "lr": self.lr, "weight_decay": self.weight_decay, "clip": self.clip,
-                "attention_heads": self.attention_heads, "res_blocks": self.res_blocks}
+                "attention_heads": self.attention_heads, "res_blocks": self.res_blocks, "lists": self.lists}
 
     def head_of(self, platform: str | None) -> int:
         """The head index of a platform; ``None`` or any platform for plain TLP's one head.
@@ -236,8 +242,11 @@ class TLPModel:
 
     # ------------------------------------------------------------------ training
     def _lists(self, data: RankingData) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per row: its head, and its list id (one per task and platform)."""
+        """Per row: its head, and its list id (one per task and platform; with ``lists="batch"``
+        one per platform, so each head ranks its whole share of the batch)."""
         heads = torch.tensor([self.head_of(p) for p in data.platform.tolist()], dtype=torch.long)
+        if self.lists == "batch":
+            return heads, heads.clone()
         keys = np.array([f"{t}\0{p}" for t, p in zip(data.task, data.platform)], dtype=object)
         return heads, torch.from_numpy(np.unique(keys, return_inverse=True)[1].astype(np.int64))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 __all__ = ["ERROR_KINDS", "MeasureResult"]
@@ -48,7 +49,9 @@ class MeasureResult:
     def ok(self) -> bool:
         return self.error is None
 
-    @property
+    # ``mean`` and ``gflops`` are cached on the (frozen) instance: replay serves the same
+    # result objects over and over, and an env reads their GFLOPS on every step.
+    @cached_property
     def mean(self) -> float:
         """Mean seconds per call (``inf`` on error)."""
         return sum(self.costs) / len(self.costs) if self.ok else math.inf
@@ -60,10 +63,11 @@ class MeasureResult:
         m = self.mean
         return math.sqrt(sum((c - m) ** 2 for c in self.costs) / (len(self.costs) - 1))
 
-    @property
+    @cached_property
     def gflops(self) -> float:
         """Throughput in GFLOP/s (0 for a failed config)."""
-        return self.flops / self.mean / 1e9 if self.ok and self.mean > 0 else 0.0
+        mean = self.mean
+        return self.flops / mean / 1e9 if self.error is None and mean > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
