@@ -1,6 +1,6 @@
 """Evaluate cost models on the committed datasets, with whole networks held out.
 
-``python -m benchmarks.model_eval.run --holdout resnet18`` trains every model on the datasets of
+``python -m benchmarks.model_eval.run --holdout resnet18 [NETWORK ...]`` trains every model on the datasets of
 tasks that do not occur in the held-out network, then scores how each ranks the measured configs
 of the held-out network's tasks (:mod:`agents.models.metrics`). The transfer TLP model is the
 committed checkpoint that ``tlp-sa`` would use (trained without those tasks, checked against its
@@ -164,12 +164,14 @@ def _transfer_tlp(checkpoint: str, holdout_tasks: set[str], train: Any, seed: in
 
 
 def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: int = 50,
-             progress: bool = True, log: Callable[[str], None] = print, checkpoint: str = "auto") -> dict[str, Any]:
+             progress: bool = True, log: Callable[[str], None] = print, checkpoint: str = "auto",
+             shared: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train and score every model (see the module docstring); returns the JSON document.
 
     ``checkpoint``: where the transfer TLP model comes from: ``"auto"`` (a committed checkpoint
     trained without the held-out tasks, else trained here), a checkpoint path, or ``"none"``
-    (always trained here, for ``epochs`` epochs)."""
+    (always trained here, for ``epochs`` epochs). ``shared``: a dict kept between calls for
+    several held-out networks; the data and the loop features of every row are computed once."""
     import torch
 
     from agents.models.rank_data import held_out_mask, load_ranking_data
@@ -177,7 +179,10 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    data = load_ranking_data(progress=progress)
+    shared = {} if shared is None else shared
+    if "data" not in shared:
+        shared["data"] = load_ranking_data(progress=progress)
+    data = shared["data"]
     in_holdout, network_weights = held_out_mask(data, [holdout])
     if not in_holdout.any():
         raise ValueError(f"no dataset holds a task of network {holdout!r}")
@@ -208,8 +213,10 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
             groups, per_group(lambda g: mtl.predict(data.x[g.rows], platform=data.platform[g.rows[0]])), cost, False,
             seed)
     log("transfer: XGBoost / random forest on loop features")
-    x_loop_train = _loop_features(data, train_rows)
-    loop_test = {f"{g.task}|{g.preset}": _loop_features(data, g.rows) for g in groups}
+    if "loop" not in shared:
+        shared["loop"] = _loop_features(data, np.arange(len(data)))
+    x_loop_train = shared["loop"][train_rows]
+    loop_test = {f"{g.task}|{g.preset}": shared["loop"][g.rows] for g in groups}
     for name, make in (("XGBoost (loop features)", _xgb_reg), ("Random forest (loop features)", _rf_reg)):
         model = make(seed).fit(x_loop_train, y_train)
         results["transfer"][name] = _metrics(
@@ -288,7 +295,8 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--holdout", default="resnet18", help="network whose tasks are held out")
+    parser.add_argument("--holdout", nargs="+", default=["resnet18"],
+                        help="network(s) whose tasks are held out, each evaluated on its own")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shots", type=int, default=64, help="measured configs per task (in-task protocol)")
     parser.add_argument("--epochs", type=int, default=50, help="TLP training epochs (when trained here)")
@@ -297,12 +305,14 @@ def main(argv: list[str] | None = None) -> None:
                              "tasks, else trained here), a checkpoint path, or 'none' (train here)")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
-    doc = evaluate(args.holdout, args.seed, args.shots, args.epochs, checkpoint=args.checkpoint)
+    shared: dict[str, Any] = {}
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"{args.holdout}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    table = markdown(doc)
-    (args.out_dir / f"{args.holdout}.md").write_text(table)
-    print(table)
+    for holdout in args.holdout:
+        doc = evaluate(holdout, args.seed, args.shots, args.epochs, checkpoint=args.checkpoint, shared=shared)
+        (args.out_dir / f"{holdout}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        table = markdown(doc)
+        (args.out_dir / f"{holdout}.md").write_text(table)
+        print(table)
 
 
 if __name__ == "__main__":
