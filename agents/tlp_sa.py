@@ -27,6 +27,7 @@ import copy
 import functools
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +45,14 @@ CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 FINE_TUNE = ("decoder", "all", "none")
 
 
-def pick_checkpoint(task_uri: str, directory: Path = CHECKPOINT_DIR) -> Path:
-    """The checkpoint in ``directory`` trained on the most rows without ``task_uri``.
+def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR) -> Path:
+    """The checkpoint in ``directory`` trained on the most rows without ``task_uri`` (one task
+    URI, or several: trained on none of them).
 
     Raises:
-        FileNotFoundError: no checkpoint, or every one was trained on this task.
+        FileNotFoundError: no checkpoint, or every one was trained on one of these tasks.
     """
+    avoid = {task_uri} if isinstance(task_uri, str) else set(task_uri)
     best: tuple[int, str] | None = None
     seen = []
     for sidecar in sorted(directory.glob("*.json")):
@@ -58,14 +61,15 @@ def pick_checkpoint(task_uri: str, directory: Path = CHECKPOINT_DIR) -> Path:
             continue
         meta = doc.get("metadata", {})
         seen.append(sidecar.name)
-        if task_uri in meta.get("train_tasks", ()):
+        if "train_tasks" not in meta or avoid & set(meta["train_tasks"]):
             continue
         rows = int(meta.get("rows", {}).get("train", 0))
         if best is None or rows > best[0]:
             best = (rows, doc["weights"])
     if best is None:
         raise FileNotFoundError(
-            f"no TLP checkpoint in {directory} was trained without {task_uri} (checked: {', '.join(seen) or 'none'}); "
+            f"no TLP checkpoint in {directory} was trained without {', '.join(sorted(avoid))} "
+            f"(checked: {', '.join(seen) or 'none'}); "
             "train one with scripts/train_tlp.py --holdout NETWORK, or pass checkpoint=PATH")
     return directory / best[1]
 

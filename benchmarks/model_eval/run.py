@@ -124,21 +124,15 @@ def _rf_reg(seed: int) -> Any:
     return RandomForestRegressor(n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1)
 
 
-def held_out_checkpoint(holdout_tasks: set[str], directory: Path | None = None) -> Path | None:
-    """The committed TLP checkpoint trained on the most rows and on none of ``holdout_tasks``
-    (its sidecar's ``train_tasks``), or ``None``."""
-    from agents.tlp_sa import CHECKPOINT_DIR
+def held_out_checkpoint(holdout_tasks: set[str]) -> Path | None:
+    """The committed TLP checkpoint ``tlp-sa`` would use for these tasks (trained on none of
+    them, the most rows), or ``None``."""
+    from agents.tlp_sa import pick_checkpoint
 
-    best: tuple[int, Path] | None = None
-    for sidecar in sorted((directory or CHECKPOINT_DIR).glob("*.json")):
-        doc = json.loads(sidecar.read_text())
-        meta = doc.get("metadata", {})
-        if doc.get("model") != "TLPModel" or "train_tasks" not in meta or holdout_tasks & set(meta["train_tasks"]):
-            continue
-        rows = int(meta.get("rows", {}).get("train", 0))
-        if best is None or rows > best[0]:
-            best = (rows, sidecar.with_name(doc["weights"]))
-    return None if best is None else best[1]
+    try:
+        return pick_checkpoint(holdout_tasks)
+    except FileNotFoundError:
+        return None
 
 
 def _transfer_tlp(checkpoint: str, holdout_tasks: set[str], train: Any, seed: int, epochs: int, progress: bool,
