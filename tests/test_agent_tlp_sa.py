@@ -84,6 +84,7 @@ def test_describe_names_the_loaded_checkpoint(tmp_path, space):
     assert info["sha256"] == hashlib.sha256((tmp_path / "only.pt").read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # about 30 s: ten tuning runs with the full-size model
 def test_committed_checkpoint_beats_random_on_a_held_out_task():
     """On ResNet-18's exhaustively measured resnet18:7 (replayed), the committed checkpoint
     that never saw a ResNet-18 task finds better configs than random search in the first
