@@ -1,0 +1,131 @@
+"""``one-shot``: One-Shot Tuner's compile step: one search with a frozen predictor, one validation.
+
+One-Shot Tuner (Ryu, Park & Sung, CC 2022) moves all learning before compilation: a predictor
+(:mod:`agents.models.oneshot`) is trained once on sampled tasks (PGS + EBS data,
+``scripts/collect_pgs.py``, ``scripts/train_oneshot.py``). Tuning a task is then:
+
+1. one simulated-annealing search over the predictor's scores (the paper's settings: 512
+   parallel points, at most 160 steps, early stop after 50 steps without a change in the top-k);
+2. measure its top ``k = 64`` distinct configs, keep the fastest;
+3. stop: :meth:`propose` returns nothing more, the predictor is never updated.
+
+A run therefore measures at most ``k`` configs, whatever the budget; a leaderboard compares it
+at its own trial count. The search is the first :meth:`propose` call; measuring results are
+observed (the base class keeps them) but change nothing.
+
+Checkpoints: ``checkpoint="auto"`` picks, among the ``OneShotModel`` checkpoints in
+``agents/checkpoints/``, the one trained on the most rows whose training tasks do not include
+the task being tuned; ``checkpoint=PATH`` loads that file. A task whose op the checkpoint never
+saw (its sidecar lists ``ops``) is refused with an error that says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.base import Agent, register
+from agents.optimizers.sa import SimulatedAnnealing
+from tune_gym.space import Config, KnobSpace
+from tune_gym.tasks.task import Task
+
+__all__ = ["OneShotAgent", "pick_oneshot_checkpoint"]
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+
+
+def pick_oneshot_checkpoint(task_uri: str, directory: Path = CHECKPOINT_DIR) -> Path:
+    """The One-Shot checkpoint in ``directory`` with the most training rows not trained on ``task_uri``.
+
+    Raises:
+        FileNotFoundError: there is none.
+    """
+    best: tuple[int, str] | None = None
+    for sidecar in sorted(directory.glob("*.json")):
+        doc = json.loads(sidecar.read_text())
+        if doc.get("model") != "OneShotModel":
+            continue
+        meta = doc.get("metadata", {})
+        if task_uri in set(meta.get("train_tasks", [task_uri])):
+            continue
+        rows = int(meta.get("rows", {}).get("train", 0))
+        if best is None or rows > best[0]:
+            best = (rows, doc["weights"])
+    if best is None:
+        raise FileNotFoundError(f"no One-Shot checkpoint in {directory} was trained without {task_uri}; "
+                                "train one with scripts/train_oneshot.py, or pass checkpoint=PATH")
+    return directory / best[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> Any:
+    from agents.models.oneshot import OneShotModel
+
+    return OneShotModel.load(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _featurizer(task: Task, preset: str, shape: tuple[int, int]) -> Any:
+    from agents.models.oneshot import OneShotFeaturizer
+
+    return OneShotFeaturizer(KnobSpace.for_task(task, preset), shape)
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@register("one-shot", "One-Shot Tuner: pretrained predictor, one SA search, measure the top 64, stop")
+class OneShotAgent(Agent):
+    """See the module docstring.
+
+    Args:
+        checkpoint: ``"auto"`` or a path to a ``OneShotModel`` checkpoint.
+        k: configs measured (the paper's 64).
+        sa_points, sa_steps, sa_early_stop: the search (the paper's 512, 160, 50).
+    """
+
+    def __init__(self, checkpoint: str = "auto", k: int = 64, sa_points: int = 512, sa_steps: int = 160,
+                 sa_early_stop: int = 50) -> None:
+        if k < 1:
+            raise ValueError(f"k (configs to measure) must be >= 1, got {k}")
+        self.checkpoint = checkpoint
+        self.k = k
+        self.sa = SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop,
+                                     persistent=False)
+
+    def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
+        super().reset(space, task, seed)
+        path = pick_oneshot_checkpoint(task.uri) if self.checkpoint == "auto" else Path(self.checkpoint)
+        if not path.exists():
+            raise FileNotFoundError(f"One-Shot checkpoint {path} does not exist")
+        self.checkpoint_path = path
+        self.model = _load(str(path.resolve()))
+        ops = self.model.metadata.get("ops")
+        if ops and task.op not in ops:
+            raise ValueError(f"the One-Shot checkpoint {path.name} was trained on {', '.join(ops)} tasks only, "
+                             f"not {task.op}")
+        self._features = _featurizer(task, space.preset, self.model.shape)
+        self._picks: list[Config] | None = None
+        self.predictions = 0
+
+    def describe(self) -> dict[str, Any]:
+        path = self.checkpoint_path.resolve()
+        return {"checkpoint": path.name, "sha256": _sha256(str(path))}
+
+    def score(self, configs: np.ndarray) -> np.ndarray:
+        self.predictions += len(configs)
+        return self.model.predict(*self._features(configs))
+
+    def propose(self, n: int) -> list[Config]:
+        if self._picks is None:  # the one search
+            self._picks = self.sa.search(self.space, self.score, self.k, self.rng)
+        out = [c for c in self._picks if c not in self.proposed][:n]
+        self.proposed.update(out)
+        return out

@@ -1,0 +1,126 @@
+"""One-Shot Tuner: the predictor (EBS filter, oversampling, fit, save/load) and the ``one-shot`` agent."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agents.base import make_agent, run
+from agents.models.features import KnobFeaturizer
+from agents.models.oneshot import KNOB_DIM, KnobColumns, OneShotData, OneShotModel, ebs_filter, oversampling_weights
+from agents.one_shot import pick_oneshot_checkpoint
+from tune_gym.features.task import TASK_FEATURE_DIM
+from tune_gym.space import KnobSpace
+from tune_gym.tasks.task import Task
+
+SMALL = {"d_model": 16, "ff": 32, "layers": 1, "dropout": 0.0}
+
+
+def _tiny_data(n: int = 64, seed: int = 0) -> OneShotData:
+    rng = np.random.default_rng(seed)
+    task_x = rng.normal(size=(n, TASK_FEATURE_DIM)).astype(np.float32)
+    knob_x = rng.normal(size=(n, KNOB_DIM)).astype(np.float32)
+    seq = rng.normal(size=(n, 4, 6)).astype(np.float32)
+    label = (1 / (1 + np.exp(-(knob_x[:, 0] + seq[:, 0, 0])))).astype(np.float32)
+    return OneShotData(task_x, knob_x, seq, label, np.array(["t"] * n, dtype=object), 1 / (label + 1e-3))
+
+
+def test_ebs_filter_drops_rows_over_20x_slower_and_failures():
+    label = np.array([1.0, 0.5, 0.06, 0.05, 0.049, 0.0])
+    assert ebs_filter(label).tolist() == [True, True, True, True, False, False]
+    assert ebs_filter(label, 2).tolist() == [True, True, False, False, False, False]
+    with pytest.raises(ValueError, match="factor must be >= 1"):
+        ebs_filter(label, 0.5)
+
+
+def test_oversampling_favours_rare_labels():
+    label = np.array([0.1] * 9 + [0.95])
+    w = oversampling_weights(label)
+    assert w.sum() == pytest.approx(1.0)
+    assert w[-1] == pytest.approx(0.5) and w[0] == pytest.approx(0.5 / 9)
+
+
+def test_predictor_overfits_a_tiny_dataset():
+    data = _tiny_data()
+    model = OneShotModel(shape=(4, 6), epochs=300, batch=16, lr=3e-3, oversample=False, **SMALL)
+    before = float(np.mean((model.predict_data(data) - data.label) ** 2))
+    history = model.fit(data, progress=False)
+    after = float(np.mean((model.predict_data(data) - data.label) ** 2))
+    assert after < 0.1 * before and after < 5e-3, (before, after, history["train_loss"][-1])
+
+
+def test_training_is_seeded_and_save_load_round_trips(tmp_path):
+    data = _tiny_data()
+    a = OneShotModel(shape=(4, 6), epochs=3, batch=16, seed=3, **SMALL)
+    b = OneShotModel(shape=(4, 6), epochs=3, batch=16, seed=3, **SMALL)
+    a.fit(data, progress=False)
+    b.fit(data, progress=False)
+    assert np.array_equal(a.predict_data(data), b.predict_data(data))
+    a.save(tmp_path / "m.pt", {"note": "x"})
+    c = OneShotModel.load(tmp_path / "m.pt")
+    assert np.array_equal(a.predict_data(data), c.predict_data(data))
+    assert c.metadata["note"] == "x"
+    (tmp_path / "other.json").write_text('{"format": 1, "model": "TLPModel"}')
+    (tmp_path / "other.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match="not a OneShotModel checkpoint"):
+        OneShotModel.load(tmp_path / "other.pt")
+
+
+def test_compact_knobs_land_in_the_full_space_columns():
+    task = Task.parse("resnet18:7")
+    compact = KnobSpace.for_task(task, "compact")
+    full = KnobFeaturizer(KnobSpace.for_task(task, "full"))
+    configs = compact.sample(np.random.default_rng(0), 20)
+    got = KnobColumns(compact)(configs)
+    want = np.nan_to_num(full.from_knobs([compact.to_dict(c) for c in configs]), nan=0.0)
+    assert np.allclose(got[:, : full.dim], want) and not got[:, full.dim:].any()
+
+
+def _checkpoint(path, tasks, ops=("conv2d_nchw",), rows=10) -> None:
+    OneShotModel(seed=rows, **SMALL).save(path, {"train_tasks": list(tasks), "ops": list(ops),
+                                                 "rows": {"train": rows}, "command": "test"})
+
+
+def test_auto_checkpoint_never_saw_the_task(tmp_path):
+    _checkpoint(tmp_path / "big.pt", ["op://a", "op://b"], rows=1000)
+    _checkpoint(tmp_path / "small.pt", ["op://b"], rows=10)
+    assert pick_oneshot_checkpoint("op://c", tmp_path).name == "big.pt"
+    assert pick_oneshot_checkpoint("op://a", tmp_path).name == "small.pt"
+    with pytest.raises(FileNotFoundError, match="trained without op://b"):
+        pick_oneshot_checkpoint("op://b", tmp_path)
+
+
+def _env(budget: int = 256):
+    import gymnasium as gym
+
+    return gym.make("tune_gym/Tune-v0", task="resnet18:7", preset="compact", backend="replay", batch_size=8,
+                    budget=budget, reward_norm=1.0)
+
+
+def test_one_shot_measures_k_configs_once_and_never_updates_its_model(tmp_path):
+    _checkpoint(tmp_path / "m.pt", ["op://other"])
+    agent = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"), sa_points=64, sa_steps=10)
+    env = _env()
+    result = run(agent, env, seed=0)
+    env.close()
+    assert len(result.trials) == 64 and len(agent.seen) == 64
+    assert agent.propose(8) == []
+    before = {k: v.clone() for k, v in agent.model.net.state_dict().items()}
+    assert agent.predictions <= 64 * 11  # one search of 64 points x (1 + 10 steps), nothing after
+    again = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"), sa_points=64, sa_steps=10)
+    env = _env()
+    rerun = run(again, env, seed=0)
+    env.close()
+    assert [t.config for t in rerun.trials] == [t.config for t in result.trials]  # seeded
+    assert all(torch.equal(v, before[k]) for k, v in again.model.net.state_dict().items())
+
+
+def test_one_shot_refuses_ops_its_checkpoint_never_saw(tmp_path):
+    _checkpoint(tmp_path / "m.pt", ["op://other"], ops=("depthwise_conv2d_nchw",))
+    agent = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"))
+    space = KnobSpace.for_task(Task.parse("resnet18:7"), "compact")
+    with pytest.raises(ValueError, match="trained on depthwise_conv2d_nchw tasks only, not conv2d_nchw"):
+        agent.reset(space, space.task, seed=0)
+    with pytest.raises(ValueError, match="k \\(configs to measure\\) must be >= 1"):
+        make_agent("one-shot", k=0)
