@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,25 +40,28 @@ __all__ = ["OneShotAgent", "pick_oneshot_checkpoint"]
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
 
-def pick_oneshot_checkpoint(task_uri: str, directory: Path = CHECKPOINT_DIR) -> Path:
-    """The One-Shot checkpoint in ``directory`` with the most training rows not trained on ``task_uri``.
+def pick_oneshot_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR) -> Path:
+    """The One-Shot checkpoint in ``directory`` with the most training rows trained on none of
+    ``task_uri`` (one URI or several).
 
     Raises:
         FileNotFoundError: there is none.
     """
+    avoid = {task_uri} if isinstance(task_uri, str) else set(task_uri)
     best: tuple[int, str] | None = None
     for sidecar in sorted(directory.glob("*.json")):
         doc = json.loads(sidecar.read_text())
         if doc.get("model") != "OneShotModel":
             continue
         meta = doc.get("metadata", {})
-        if task_uri in set(meta.get("train_tasks", [task_uri])):
+        if "train_tasks" not in meta or avoid & set(meta["train_tasks"]):
             continue
         rows = int(meta.get("rows", {}).get("train", 0))
         if best is None or rows > best[0]:
             best = (rows, doc["weights"])
     if best is None:
-        raise FileNotFoundError(f"no One-Shot checkpoint in {directory} was trained without {task_uri}; "
+        raise FileNotFoundError(f"no One-Shot checkpoint in {directory} was trained without "
+                                f"{', '.join(sorted(avoid))}; "
                                 "train one with scripts/train_oneshot.py, or pass checkpoint=PATH")
     return directory / best[1]
 

@@ -10,7 +10,8 @@ the agent runs with. Two protocols:
 * ``transfer`` (zero-shot): the model never saw a row of the held-out tasks. Rows: TLP, MTL-TLP,
   XGBoost and random forest on MetaSchedule's per-store loop features (the TenSet baseline,
   :func:`agents.models.features.loop_features`), XGBoost on the flattened primitive sequence,
-  and random ranking.
+  One-Shot Tuner's predictor (the committed checkpoint ``one-shot`` would use, trained only on
+  sampled tasks, when it covers the network's ops), and random ranking.
 * ``in-task`` (``--shots`` rows of each held-out task measured, the rest to rank): what a tuning
   agent's model faces after its first plan. Rows: XGBoost on knob features (AutoTVM's ``xgb-sa``
   model), the random forest on knob features (AdaTune's), TLP fine-tuned on the shots, the
@@ -18,7 +19,8 @@ the agent runs with. Two protocols:
 
 Each (task, preset) dataset is one group, weighted by the task's occurrences in the held-out
 network. Scores are rankings, so MSE and MSE(D) are reported only for the models that regress the
-normalised throughput ``label = min cost / cost`` (the XGBoost and forest regressors); TLP is
+normalised throughput ``label = min cost / cost`` (the XGBoost and forest regressors, One-Shot's
+predictor); TLP is
 trained with LambdaRank and its scores have no scale.
 
 Output: ``benchmarks/results/model_eval/<holdout>.json`` and ``.md`` (the table). Every random
@@ -157,6 +159,38 @@ def _transfer_tlp(checkpoint: str, holdout_tasks: set[str], train: Any, seed: in
     return model, f"checkpoint {path.name}"
 
 
+def _transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None]
+                      ) -> tuple[dict[str, np.ndarray], str] | None:
+    """Scores of the committed One-Shot predictor (trained on sampled tasks, none of the held-out
+    ones) on every group, or None when there is no such checkpoint or it lacks an op of the groups."""
+    from agents.models.oneshot import KnobColumns, OneShotModel
+    from agents.one_shot import pick_oneshot_checkpoint
+    from tune_gym.features.task import task_features
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks.task import Task
+
+    try:
+        path = pick_oneshot_checkpoint({g.task for g in groups})
+    except FileNotFoundError as err:
+        log(f"transfer: no One-Shot predictor ({err})")
+        return None
+    model = OneShotModel.load(path)
+    ops = set(model.metadata.get("ops", []))
+    missing = {Task.parse(g.task).op for g in groups} - ops
+    if missing:
+        log(f"transfer: no One-Shot row: {path.name} was trained on {', '.join(sorted(ops))}, not "
+            f"{', '.join(sorted(missing))}")
+        return None
+    log(f"transfer: One-Shot predictor from checkpoint {path.name}")
+    out = {}
+    for g in groups:
+        space = KnobSpace.for_task(Task.parse(g.task), g.preset)
+        knob_x = KnobColumns(space)(np.stack(data.config[g.rows]))
+        task_x = np.repeat(task_features(space.task)[None], len(g.rows), axis=0)
+        out[f"{g.task}|{g.preset}"] = model.predict(task_x, knob_x, data.x[g.rows])
+    return out, f"checkpoint {path.name}"
+
+
 def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: int = 50,
              progress: bool = True, log: Callable[[str], None] = print, checkpoint: str = "auto",
              shared: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -220,6 +254,9 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
     model = _xgb_reg(seed).fit(flat[train_rows], y_train)
     results["transfer"]["XGBoost (primitive sequence)"] = _metrics(
         groups, per_group(lambda g: model.predict(flat[g.rows])), cost, True, seed)
+    oneshot = _transfer_oneshot(data, groups, log)
+    if oneshot is not None:
+        results["transfer"]["One-Shot predictor"] = _metrics(groups, oneshot[0], cost, True, seed)
     results["transfer"]["Random"] = _metrics(
         groups, per_group(lambda g: rng.random(len(g.rows))), cost, False, seed)
 
@@ -261,6 +298,7 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
 
     return {
         "holdout": holdout, "seed": seed, "shots": shots, "epochs": epochs, "tlp": tlp_source,
+        "oneshot": oneshot[1] if oneshot is not None else None,
         "train_tasks": sorted(set(data.task[train_rows])), "train_rows": len(train_rows),
         "test": [{"task": g.task, "preset": g.preset, "rows": len(g.rows), "weight": g.weight} for g in groups],
         "platforms": platforms, "results": results, "seconds": round(time.perf_counter() - t0, 1),
@@ -275,8 +313,9 @@ def markdown(doc: dict[str, Any]) -> str:
     """The results table of :func:`evaluate`'s document."""
     lines = [f"Held-out network: **{doc['holdout']}** ({len(doc['test'])} datasets); trained on "
              f"{doc['train_rows']} rows of {len(doc['train_tasks'])} other tasks; platforms: "
-             f"{', '.join(doc['platforms'])}; TLP: {doc.get('tlp', 'trained here')}; seed {doc['seed']}, "
-             f"{doc['seconds']:.0f} s.", "",
+             f"{', '.join(doc['platforms'])}; TLP: {doc.get('tlp', 'trained here')}; "
+             + (f"One-Shot: {doc['oneshot']} (trained on sampled tasks); " if doc.get("oneshot") else "")
+             + f"seed {doc['seed']}, {doc['seconds']:.0f} s.", "",
              "| protocol | model | " + " | ".join(c[1] for c in COLUMNS) + " |",
              "|---|---|" + "---:|" * len(COLUMNS)]
     for protocol, rows in doc["results"].items():
