@@ -157,3 +157,21 @@ def test_env_episode_on_the_surrogate(task, options, monkeypatch):
     assert info["trials_used"] == 64 and info["best_gflops"] > 0 and steps >= 8
     assert info["clock"] > 0  # the simulated clock advances by the dataset's median build/run seconds
     env.close()
+
+
+def test_recorded_reference_follows_the_preset_not_the_load_order():
+    """One task has a dataset per preset, each with the PyTorch reference measured when it was
+    collected; a run on one preset gets that preset's, whichever dataset was loaded first."""
+    from tune_gym.measure.replay import ReplayBackend
+    from tune_gym.tasks.task import Task
+
+    task = Task.parse("bert_base:0")
+    refs = {}
+    for first, second in (("full", "compact"), ("compact", "full")):
+        backend = ReplayBackend()
+        backend.data.datasets(task, first)
+        backend.data.datasets(task, second)
+        refs[first] = {p: backend.reference(task, p).gflops for p in ("compact", "full")}
+        assert backend.reference(task).gflops == refs[first]["full"]  # no preset: the dataset with the most rows
+    assert refs["full"] == refs["compact"]
+    assert refs["full"]["compact"] != refs["full"]["full"]  # two measurements of PyTorch, one per dataset

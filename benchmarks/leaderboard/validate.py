@@ -69,7 +69,7 @@ def validate(results: str | Path, rerun: int = 3, seed: int = 0) -> Validation:
             report.problems.append(f"{where}: the data answering it changed: recorded {line['data']}, now "
                                    f"{_data_identity(backend, task, spec.preset)}")
             continue
-        reference = backend.reference(task)
+        reference = backend.reference(task, spec.preset)
         if reference is not None and not math.isclose(reference.gflops, line["reference_gflops"]):
             report.problems.append(f"{where}: reference {line['reference_gflops']} is not the recorded "
                                    f"{reference.gflops}")

@@ -74,23 +74,29 @@ class DataSource:
             self._add(load_dataset(entry.path, KnobSpace.for_task(task, preset)))
         return self.loaded.get(key, [])
 
-    def reference(self, task: Task) -> Reference | None:
-        """The reference throughput recorded with the task's data, if any (in catalog mode,
-        read from the catalog's file footers without loading rows)."""
-        for (uri, _), dss in self.loaded.items():
+    def reference(self, task: Task, preset: str | None = None) -> Reference | None:
+        """The reference throughput recorded with the task's data, if any.
+
+        The reference of the dataset of ``preset`` comes first (the same task has one dataset
+        per preset, each with the reference measured when it was collected), then any other
+        dataset of the task; among several, the one with the most rows. The answer depends
+        only on the data, never on which datasets this source happened to load first. In
+        catalog mode footers are read without loading rows."""
+        found: list[tuple[bool, int, str, Reference]] = []
+        for (uri, pre), dss in self.loaded.items():
             if uri == task.uri:
-                for ds in dss:
-                    if ds.reference is not None:
-                        return ds.reference
+                found += [(pre != preset, -len(ds), str(ds.source), ds.reference) for ds in dss
+                          if ds.reference is not None]
         if self.use_catalog:
             from tune_gym.datasets.catalog import catalog
 
-            for entry in sorted(catalog(), key=lambda e: -e.rows):
+            for entry in catalog():
                 refs = entry.meta.get("references", {})
                 if entry.task == task.uri and refs:
                     host = next((h for h in entry.hosts if h in refs), next(iter(refs)))
-                    return Reference.from_json(refs[host])
-        return None
+                    found.append((entry.preset != preset, -entry.rows, str(entry.path),
+                                  Reference.from_json(refs[host])))
+        return min(found, key=lambda f: f[:3])[3] if found else None
 
     def describe(self) -> str:
         """The loaded sources for error messages."""

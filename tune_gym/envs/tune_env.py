@@ -197,7 +197,11 @@ class TuneEnv(gym.Env):
 
         recorded = recorded_reference(self.session.resumed, self.task, host=host_id())
         if recorded is None and hasattr(self.backend, "reference"):
-            recorded = self.backend.reference(self.task)
+            import inspect
+
+            ref = self.backend.reference  # the data's reference for this preset, if the backend tells presets apart
+            by_preset = len(inspect.signature(ref).parameters) > 1
+            recorded = ref(self.task, self.space.preset) if by_preset else ref(self.task)
         if recorded is not None:
             return recorded
         from tune_gym.measure.reference import measure_reference

@@ -102,9 +102,9 @@ class ReplayBackend:
         return {key: len(np.unique(np.concatenate([d.configs for d in dss]), axis=0)) if dss else 0
                 for key, dss in self.data.loaded.items()}
 
-    def reference(self, task: Task) -> Reference | None:
-        """The reference throughput recorded with the task's data, if any."""
-        return self.data.reference(task)
+    def reference(self, task: Task, preset: str | None = None) -> Reference | None:
+        """The reference throughput recorded with the task's data (that of ``preset`` first), if any."""
+        return self.data.reference(task, preset)
 
     def covers(self, task: Task, space: KnobSpace) -> bool:
         """True when every config of the space is recorded (an exhaustive dataset)."""

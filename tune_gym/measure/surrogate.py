@@ -274,9 +274,12 @@ class SurrogateModel:
         """``n x repeats`` relative deviations (drawn from :attr:`deviations`) of each config.
 
         Deterministic for ``(seed, config)``: the draw of repeat ``r`` indexes the pool with
-        a SplitMix64 hash of the seed, the config's knob indices and ``r``.
+        a SplitMix64 hash of the seed, the config's knob indices and ``r``. Indices of knobs the
+        config's sketch does not use are zeroed first, so every spelling of one config draws alike.
         """
         idx = np.asarray(configs, dtype=np.int64).reshape(-1, self.space.n_knobs)
+        if self.space.n_sketches > 1:
+            idx = idx * self.space.active_mask[self.space.sketches(idx)]
         h = np.full(len(idx), np.uint64(seed % 2**64), dtype=np.uint64)
         for j in range(idx.shape[1]):
             h = _splitmix64(h ^ idx[:, j].astype(np.uint64))
@@ -452,9 +455,9 @@ class SurrogateBackend:
         self.model(task, preset)
         return dict(self._reports[(task.uri, preset)])
 
-    def reference(self, task: Task) -> Reference | None:
-        """The reference throughput recorded with the task's data, if any."""
-        return self.data.reference(task)
+    def reference(self, task: Task, preset: str | None = None) -> Reference | None:
+        """The reference throughput recorded with the task's data (that of ``preset`` first), if any."""
+        return self.data.reference(task, preset)
 
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
         model = self.model(task, space.preset)
