@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     sidecar = model.save(args.out / f"{name}.pt", metadata)
-    plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png")
+    plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png",
+         ylabel="MSE (training: oversampled rows; validation: unseen tasks)")
     print(f"wrote {_display(args.out / f'{name}.pt')}, {_display(sidecar)}, {_display(args.out / f'{name}.png')}")
     for key, value in scores.items():
         print(f"  {key}: {value}")

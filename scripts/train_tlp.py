@@ -112,7 +112,7 @@ def thin_target(data: RankingData, target: str, fraction: float, rng: np.random.
     return data.subset(keep)
 
 
-def plot(history: dict[str, list[float]], title: str, path: Path) -> None:
+def plot(history: dict[str, list[float]], title: str, path: Path, ylabel: str = "LambdaRank loss per list") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -124,7 +124,7 @@ def plot(history: dict[str, list[float]], title: str, path: Path) -> None:
     if history["val_loss"]:
         ax.plot(epochs, history["val_loss"], label="validation")
     ax.set_xlabel("epoch")
-    ax.set_ylabel("LambdaRank loss per list")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()

@@ -18,7 +18,9 @@ Input of a config (:class:`OneShotFeaturizer`), three parts as in the paper's Fi
   :mod:`agents.models.itervar`) one search of 512 x 160 candidates would take a quarter of an
   hour, against seconds for the sequence.
 
-Network (:class:`OneShotNet`): each part becomes tokens of width ``d_model`` (one task token,
+Network (:class:`OneShotNet`): every input column is standardised by the mean and deviation of
+the training rows (kept with the weights; the raw values span tile factors of 1 to 512 and
+string tokens in the thousands), then each part becomes tokens of width ``d_model`` (one task token,
 one knob token, one token per primitive row, each with a learned type / position embedding);
 a Transformer encoder (the paper's 3 layers, 4 heads, feed-forward width 1024, dropout 0.25)
 runs over them with padding rows masked; the mean of the unmasked outputs goes through a linear
@@ -187,11 +189,18 @@ class OneShotNet(nn.Module):
         layer = nn.TransformerEncoderLayer(d_model, heads, ff, dropout, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.out = nn.Linear(d_model, 1)
+        # input standardisation (set from the training rows by OneShotModel.fit; saved with the weights)
+        for name, width in (("task", TASK_FEATURE_DIM), ("knob", KNOB_DIM), ("seq", vec_len)):
+            self.register_buffer(f"{name}_mu", torch.zeros(width))
+            self.register_buffer(f"{name}_sd", torch.ones(width))
 
     def forward(self, task_x: torch.Tensor, knob_x: torch.Tensor, seq: torch.Tensor) -> torch.Tensor:
+        pad = torch.cat([torch.zeros(len(seq), 2, dtype=torch.bool), (seq == 0).all(-1)], 1)
+        task_x = (task_x - self.task_mu) / self.task_sd
+        knob_x = (knob_x - self.knob_mu) / self.knob_sd
+        seq = ((seq - self.seq_mu) / self.seq_sd).masked_fill(pad[:, 2:, None], 0.0)
         tokens = torch.cat([self.task_proj(task_x)[:, None], self.knob_proj(knob_x)[:, None], self.seq_proj(seq)], 1)
         tokens = tokens + self.position[: tokens.shape[1]]
-        pad = torch.cat([torch.zeros(len(seq), 2, dtype=torch.bool), (seq == 0).all(-1)], 1)
         h = self.encoder(tokens, src_key_padding_mask=pad)
         keep = (~pad).unsqueeze(-1).to(h.dtype)
         return self.out((h * keep).sum(1) / keep.sum(1)).squeeze(-1)
@@ -225,6 +234,21 @@ class OneShotModel:
         self._gen = torch.Generator().manual_seed(seed)
 
     @property
+    def _standardised(self) -> bool:
+        return bool(self.net.task_sd.ne(1).any() or self.net.task_mu.ne(0).any())
+
+    @torch.no_grad()
+    def _standardise(self, tx: torch.Tensor, kx: torch.Tensor, sx: torch.Tensor) -> None:
+        """Set the input standardisation from training rows (sequence statistics over real,
+        non-padding primitive rows); constant columns keep a scale of 1."""
+        rows = sx[(sx != 0).any(-1)]
+        for name, x in (("task", tx), ("knob", kx), ("seq", rows)):
+            if len(x):
+                sd = x.std(0, unbiased=False)
+                getattr(self.net, f"{name}_mu").copy_(x.mean(0))
+                getattr(self.net, f"{name}_sd").copy_(torch.where(sd > 1e-6, sd, torch.ones_like(sd)))
+
+    @property
     def config(self) -> dict[str, Any]:
         return {"shape": list(self.shape), "seed": self.seed, "epochs": self.epochs, "batch": self.batch,
                 "lr": self.lr, "oversample": self.oversample, **self.arch}
@@ -243,6 +267,8 @@ class OneShotModel:
         if len(data) == 0:
             raise ValueError("no training rows")
         tx, kx, sx, y = self._tensors(data)
+        if not self._standardised:
+            self._standardise(tx, kx, sx)
         weights = torch.from_numpy(oversampling_weights(data.label) if self.oversample else np.ones(len(data)))
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr)
         history: dict[str, list[float]] = {"train_loss": [], "val_loss": [], "epoch_secs": []}
