@@ -9,6 +9,14 @@ import pytest
 os.environ.setdefault("TUNE_GYM_CORES", "2")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Torch models in tests are small: one thread avoids thread-pool contention on a busy host."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def dense_task():
     from tune_gym.tasks import Task

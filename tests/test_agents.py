@@ -29,6 +29,7 @@ FAST = {
     "ga": {"pop_size": 8, "elite_num": 2},
     "tlp-sa": {"plan_size": 8, "sa_points": 16, "sa_steps": 20, "fine_tune_epochs": 2},
     "one-shot": {"sa_points": 32, "sa_steps": 10},
+    "meta-bo": {"plan_size": 8, "pool_size": 32, "sa_points": 8, "sa_steps": 4, "shortlist": 16, "mc_samples": 32},
 }
 #: Agents whose pretrained model covers only some ops (they refuse the others with an error).
 CONV_ONLY = {"one-shot"}
@@ -90,7 +91,8 @@ def test_agent_on_replay_respects_n_budget_and_seed(agent_id):
     assert runs[0].best is not None and runs[0].best.result.gflops > 0
 
 
-@pytest.mark.parametrize("agent_id", ["xgb-sa", "contextual-sa", "batch-bo", "presample", "rl-ppo", "tlp-sa"])
+@pytest.mark.parametrize("agent_id", ["xgb-sa", "contextual-sa", "batch-bo", "presample", "rl-ppo", "tlp-sa",
+                                      "meta-bo"])
 def test_plan_size_holds_whatever_the_env_batch(agent_id):
     """A model-guided agent measures its own plan per round, not the env's batch (here 3x it)."""
     agent = _agent(agent_id)
