@@ -45,28 +45,27 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agents import pretrained
 from agents.base import register
 from agents.batch_bo import BatchBOAgent
 from agents.optimizers.bo import candidate_pool
+from agents.pretrained import CHECKPOINT_DIR
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["CHECKPOINT_DIR", "MetaBOAgent", "pick_checkpoint"]
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
 
 def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR, ablations: bool = False) -> Path:
     """The MetaTune checkpoint in ``directory`` trained on the most rows without ``task_uri`` (one
-    task URI, or several: trained on none of them).
+    task URI, or several: trained on none of them); see :func:`agents.pretrained.pick_checkpoint`.
 
     Args:
         task_uri: the task(s) the checkpoint must not have been trained on.
@@ -76,28 +75,12 @@ def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_
     Raises:
         FileNotFoundError: no such checkpoint.
     """
-    avoid = {task_uri} if isinstance(task_uri, str) else set(task_uri)
-    best: tuple[int, str] | None = None
-    seen = []
-    for sidecar in sorted(directory.glob("*.json")):
-        doc = json.loads(sidecar.read_text())
-        if doc.get("model") != "MetaTuneModel":
-            continue
-        seen.append(sidecar.name)
-        config, meta = doc.get("config", {}), doc.get("metadata", {})
-        if not ablations and not (config.get("augment") and config.get("meta")):
-            continue
-        if "train_tasks" not in meta or avoid & set(meta["train_tasks"]):
-            continue
-        rows = int(meta.get("rows", {}).get("train", 0))
-        if best is None or rows > best[0]:
-            best = (rows, doc["weights"])
-    if best is None:
-        raise FileNotFoundError(
-            f"no MetaTune checkpoint in {directory} was trained without {', '.join(sorted(avoid))} "
-            f"(checked: {', '.join(seen) or 'none'}); "
-            "train one with scripts/train_metatune.py --holdout NETWORK, or pass checkpoint=PATH")
-    return directory / best[1]
+    def full_method(doc: dict[str, Any]) -> bool:
+        config = doc.get("config", {})
+        return ablations or bool(config.get("augment") and config.get("meta"))
+
+    return pretrained.pick_checkpoint("MetaTuneModel", task_uri, directory, accept=full_method,
+                                      train_hint="scripts/train_metatune.py --holdout NETWORK")
 
 
 @functools.lru_cache(maxsize=4)
@@ -107,9 +90,7 @@ def _load(path: str) -> Any:
     return MetaTuneModel.load(path)
 
 
-@functools.lru_cache(maxsize=16)
-def _sha256(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
 
 
 @register("meta-bo", "MetaTune: meta-learned GCN cost model (fine-tuned online) as the prior mean of a GP batch BO")
@@ -164,7 +145,7 @@ class MetaBOAgent(BatchBOAgent):
 
     def describe(self) -> dict[str, Any]:
         path = self.checkpoint_path.resolve()
-        return {"checkpoint": path.name, "sha256": _sha256(str(path))}
+        return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
     # ------------------------------------------------------------------ the cost model
     def embed(self, configs: np.ndarray | list[Config]) -> np.ndarray:

@@ -22,48 +22,31 @@ saw (its sidecar lists ``ops``) is refused with an error that says so.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agents import pretrained
 from agents.base import Agent, register
 from agents.optimizers.sa import SimulatedAnnealing
+from agents.pretrained import CHECKPOINT_DIR
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["OneShotAgent", "pick_oneshot_checkpoint"]
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
 
 def pick_oneshot_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR) -> Path:
     """The One-Shot checkpoint in ``directory`` with the most training rows trained on none of
-    ``task_uri`` (one URI or several).
+    ``task_uri`` (one URI or several); see :func:`agents.pretrained.pick_checkpoint`.
 
     Raises:
         FileNotFoundError: there is none.
     """
-    avoid = {task_uri} if isinstance(task_uri, str) else set(task_uri)
-    best: tuple[int, str] | None = None
-    for sidecar in sorted(directory.glob("*.json")):
-        doc = json.loads(sidecar.read_text())
-        if doc.get("model") != "OneShotModel":
-            continue
-        meta = doc.get("metadata", {})
-        if "train_tasks" not in meta or avoid & set(meta["train_tasks"]):
-            continue
-        rows = int(meta.get("rows", {}).get("train", 0))
-        if best is None or rows > best[0]:
-            best = (rows, doc["weights"])
-    if best is None:
-        raise FileNotFoundError(f"no One-Shot checkpoint in {directory} was trained without "
-                                f"{', '.join(sorted(avoid))}; "
-                                "train one with scripts/train_oneshot.py, or pass checkpoint=PATH")
-    return directory / best[1]
+    return pretrained.pick_checkpoint("OneShotModel", task_uri, directory, train_hint="scripts/train_oneshot.py")
 
 
 @functools.lru_cache(maxsize=4)
@@ -80,9 +63,7 @@ def _featurizer(task: Task, preset: str, shape: tuple[int, int]) -> Any:
     return OneShotFeaturizer(KnobSpace.for_task(task, preset), shape)
 
 
-@functools.lru_cache(maxsize=16)
-def _sha256(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
 
 
 @register("one-shot", "One-Shot Tuner: pretrained predictor, one SA search, measure the top 64, stop")
@@ -121,7 +102,7 @@ class OneShotAgent(Agent):
 
     def describe(self) -> dict[str, Any]:
         path = self.checkpoint_path.resolve()
-        return {"checkpoint": path.name, "sha256": _sha256(str(path))}
+        return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
     def score(self, configs: np.ndarray) -> np.ndarray:
         self.predictions += len(configs)

@@ -25,53 +25,34 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agents import pretrained
 from agents.base import register
 from agents.model_based import ModelGuidedAgent
 from agents.optimizers.sa import SimulatedAnnealing
+from agents.pretrained import CHECKPOINT_DIR
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["CHECKPOINT_DIR", "TLPSAAgent", "pick_checkpoint"]
 
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 FINE_TUNE = ("decoder", "all", "none")
 
 
 def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR) -> Path:
-    """The checkpoint in ``directory`` trained on the most rows without ``task_uri`` (one task
-    URI, or several: trained on none of them).
+    """The TLP checkpoint in ``directory`` trained on the most rows without ``task_uri`` (one task
+    URI, or several: trained on none of them); see :func:`agents.pretrained.pick_checkpoint`.
 
     Raises:
         FileNotFoundError: no checkpoint, or every one was trained on one of these tasks.
     """
-    avoid = {task_uri} if isinstance(task_uri, str) else set(task_uri)
-    best: tuple[int, str] | None = None
-    seen = []
-    for sidecar in sorted(directory.glob("*.json")):
-        doc = json.loads(sidecar.read_text())
-        if doc.get("model") != "TLPModel":
-            continue
-        meta = doc.get("metadata", {})
-        seen.append(sidecar.name)
-        if "train_tasks" not in meta or avoid & set(meta["train_tasks"]):
-            continue
-        rows = int(meta.get("rows", {}).get("train", 0))
-        if best is None or rows > best[0]:
-            best = (rows, doc["weights"])
-    if best is None:
-        raise FileNotFoundError(
-            f"no TLP checkpoint in {directory} was trained without {', '.join(sorted(avoid))} "
-            f"(checked: {', '.join(seen) or 'none'}); "
-            "train one with scripts/train_tlp.py --holdout NETWORK, or pass checkpoint=PATH")
-    return directory / best[1]
+    return pretrained.pick_checkpoint("TLPModel", task_uri, directory,
+                                      train_hint="scripts/train_tlp.py --holdout NETWORK")
 
 
 @functools.lru_cache(maxsize=4)
@@ -81,9 +62,7 @@ def _load(path: str) -> Any:
     return TLPModel.load(path)
 
 
-@functools.lru_cache(maxsize=16)
-def _sha256(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
 
 
 @functools.lru_cache(maxsize=8)
@@ -133,7 +112,7 @@ class TLPSAAgent(ModelGuidedAgent):
 
     def describe(self) -> dict[str, Any]:
         path = self.checkpoint_path.resolve()
-        return {"checkpoint": path.name, "sha256": _sha256(str(path))}
+        return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
     def fit(self, configs: np.ndarray, y: np.ndarray) -> bool:
         if self.fine_tune == "none" or y.max() <= 0:

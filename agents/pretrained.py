@@ -1,0 +1,65 @@
+"""Committed checkpoints of pretrained cost models: which one an agent loads, and its digest.
+
+Every checkpoint in ``agents/checkpoints/`` is ``NAME.pt`` plus a JSON sidecar ``NAME.json``
+naming the model class (``"model"``), its config and metadata; the metadata lists the tasks it
+was trained on (``train_tasks``) and its training rows (``rows.train``). A pretrained agent with
+``checkpoint="auto"`` must never tune a task with a model fitted on that task's data, so
+:func:`pick_checkpoint` returns the checkpoint of one model class trained on the most rows among
+those trained on none of the given tasks.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CHECKPOINT_DIR", "pick_checkpoint", "sha256"]
+
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+
+
+def pick_checkpoint(model: str, task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR,
+                    accept: Callable[[dict[str, Any]], bool] | None = None, train_hint: str = "") -> Path:
+    """The ``model`` checkpoint in ``directory`` with the most training rows, trained on none of
+    ``task_uri`` (one task URI or several).
+
+    Args:
+        model: the sidecar's ``"model"`` (``TLPModel``, ``OneShotModel``, ``MetaTuneModel``).
+        task_uri: the task(s) the checkpoint must not have been trained on.
+        directory: where to look.
+        accept: an extra filter on the sidecar document (e.g. no ablation checkpoints).
+        train_hint: how to train one, for the error message.
+
+    Raises:
+        FileNotFoundError: no such checkpoint.
+    """
+    avoid = {task_uri} if isinstance(task_uri, str) else set(task_uri)
+    best: tuple[int, str] | None = None
+    seen = []
+    for sidecar in sorted(directory.glob("*.json")):
+        doc = json.loads(sidecar.read_text())
+        if doc.get("model") != model:
+            continue
+        seen.append(sidecar.name)
+        meta = doc.get("metadata", {})
+        if (accept is not None and not accept(doc)) or "train_tasks" not in meta or avoid & set(meta["train_tasks"]):
+            continue
+        rows = int(meta.get("rows", {}).get("train", 0))
+        if best is None or rows > best[0]:
+            best = (rows, doc["weights"])
+    if best is None:
+        raise FileNotFoundError(
+            f"no {model} checkpoint in {directory} was trained without {', '.join(sorted(avoid))} "
+            f"(checked: {', '.join(seen) or 'none'}); " + (f"train one with {train_hint}, " if train_hint else "")
+            + "or pass checkpoint=PATH")
+    return directory / best[1]
+
+
+@functools.lru_cache(maxsize=16)
+def sha256(path: str) -> str:
+    """SHA-256 of a checkpoint file (cached per path), for run provenance."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
