@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECKPOINT_DIR", "pick_checkpoint", "sha256"]
+__all__ = ["CHECKPOINT_DIR", "CHECKPOINT_FORMAT", "pick_checkpoint", "read_checkpoint", "sha256", "write_checkpoint"]
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
@@ -63,3 +64,44 @@ def pick_checkpoint(model: str, task_uri: str | Iterable[str], directory: Path =
 def sha256(path: str) -> str:
     """SHA-256 of a checkpoint file (cached per path), for run provenance."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+#: Version of the sidecar layout shared by every checkpoint.
+CHECKPOINT_FORMAT = 1
+
+
+def write_checkpoint(path: str | os.PathLike[str], state_dict: dict[str, Any], model: str, config: dict[str, Any],
+                     metadata: dict[str, Any], **extra: Any) -> Path:
+    """Write ``state_dict`` to ``path`` (``torch.save``) and the sidecar ``path`` with suffix
+    ``.json``: format, ``model`` (the class name), weights file, ``config`` (the constructor's
+    arguments), ``metadata`` and any ``extra`` JSON fields. Returns the sidecar's path."""
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(state_dict, path)
+    sidecar = path.with_suffix(".json")
+    doc = {"format": CHECKPOINT_FORMAT, "model": model, "weights": path.name, "config": config, **extra,
+           "metadata": metadata}
+    sidecar.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return sidecar
+
+
+def read_checkpoint(path: str | os.PathLike[str], model: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sidecar document and the state dict of a ``model`` checkpoint; only tensors are read
+    (``torch.load(weights_only=True)``), never pickled objects.
+
+    Raises:
+        ValueError: a missing sidecar, or one of another format or model.
+    """
+    import torch
+
+    path = Path(path)
+    sidecar = path.with_suffix(".json")
+    if not sidecar.exists():
+        raise ValueError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
+    doc = json.loads(sidecar.read_text())
+    if doc.get("format") != CHECKPOINT_FORMAT or doc.get("model") != model:
+        raise ValueError(f"{sidecar} is not a {model} checkpoint of format {CHECKPOINT_FORMAT} "
+                         f"(format {doc.get('format')!r}, model {doc.get('model')!r})")
+    return doc, torch.load(path, map_location="cpu", weights_only=True)

@@ -93,6 +93,7 @@ from torch.nn import functional as F
 from torch_geometric.nn import DenseGCNConv
 
 from agents.models import metrics
+from agents.pretrained import read_checkpoint, write_checkpoint
 from tune_gym.features.graph import LOOP_FEATURES, NODE_TYPES, GraphTemplate, encode_graphs
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -100,8 +101,6 @@ from tune_gym.tasks.task import Task
 __all__ = ["GraphData", "GraphRows", "MetaTuneModel", "MetaTuneNet", "canonical_buffer", "default_cache_dir",
            "load_graph_data"]
 
-#: Version of the checkpoint sidecar layout.
-CHECKPOINT_FORMAT = 1
 #: Bump when the compact row encoding (:class:`GraphRows`) changes meaning.
 ROW_FORMAT = 1
 #: Access features per buffer slot (stride, count, reuse).
@@ -866,15 +865,8 @@ class MetaTuneModel:
         Returns:
             The sidecar's path.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self._base, path)
-        sidecar = path.with_suffix(".json")
-        doc = {"format": CHECKPOINT_FORMAT, "model": "MetaTuneModel", "weights": path.name, "config": self.config,
-               "templates": [t.to_dict() for t in self.templates], "columns": self.columns,
-               "metadata": {**self.metadata, **(metadata or {})}}
-        sidecar.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        return sidecar
+        return write_checkpoint(path, self._base, "MetaTuneModel", self.config, {**self.metadata, **(metadata or {})},
+                                templates=[t.to_dict() for t in self.templates], columns=self.columns)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> MetaTuneModel:
@@ -885,19 +877,13 @@ class MetaTuneModel:
             ValueError: a missing sidecar, one of another format or model, or weights that do not
                 fit its config.
         """
-        path = Path(path)
-        sidecar = path.with_suffix(".json")
-        if not sidecar.exists():
-            raise ValueError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
-        doc = json.loads(sidecar.read_text())
-        if doc.get("format") != CHECKPOINT_FORMAT or doc.get("model") != "MetaTuneModel":
-            raise ValueError(f"{sidecar} is not a MetaTuneModel checkpoint of format {CHECKPOINT_FORMAT} "
-                             f"(format {doc.get('format')!r}, model {doc.get('model')!r})")
+        doc, state = read_checkpoint(path, "MetaTuneModel")
+        sidecar = Path(path).with_suffix(".json")
         model = cls([GraphTemplate.from_dict(t) for t in doc["templates"]], **doc["config"])
         if doc.get("columns") != model.columns:
             raise ValueError(f"{sidecar}: its feature columns differ from what its templates give")
         try:
-            model.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            model.net.load_state_dict(state)
         except RuntimeError as err:
             raise ValueError(f"weights {path} do not fit the config of {sidecar.name}: {err}") from None
         model.net.eval()

@@ -37,7 +37,6 @@ their task's best before training, as the paper's exploration-based sampling doe
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.pretrained import read_checkpoint, write_checkpoint
 from tune_gym.features.task import TASK_FEATURE_DIM, task_features
 from tune_gym.space import KnobSpace
 
@@ -65,7 +65,6 @@ __all__ = [
 
 #: Width of the knob-value part (the conv2d / depthwise full spaces use 22-34 columns).
 KNOB_DIM = 48
-CHECKPOINT_FORMAT = 1
 
 
 def ebs_filter(label: np.ndarray, factor: float = 20.0) -> np.ndarray:
@@ -313,29 +312,16 @@ class OneShotModel:
 
     def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> Path:
         """Weights (a ``torch.save``'d state dict) at ``path``; config and ``metadata`` in the
-        JSON sidecar beside it. Returns the sidecar's path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.net.state_dict(), path)
-        sidecar = path.with_suffix(".json")
-        doc = {"format": CHECKPOINT_FORMAT, "model": "OneShotModel", "weights": path.name, "config": self.config,
-               "metadata": {**self.metadata, **(metadata or {})}}
-        sidecar.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        return sidecar
+        JSON sidecar beside it (:func:`agents.pretrained.write_checkpoint`). Returns the sidecar's path."""
+        return write_checkpoint(path, self.net.state_dict(), "OneShotModel", self.config,
+                                {**self.metadata, **(metadata or {})})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> OneShotModel:
         """A model from ``path`` and its sidecar; reads tensors only (``weights_only=True``)."""
-        path = Path(path)
-        sidecar = path.with_suffix(".json")
-        if not sidecar.exists():
-            raise ValueError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
-        doc = json.loads(sidecar.read_text())
-        if doc.get("format") != CHECKPOINT_FORMAT or doc.get("model") != "OneShotModel":
-            raise ValueError(f"{sidecar} is not a OneShotModel checkpoint of format {CHECKPOINT_FORMAT} "
-                             f"(format {doc.get('format')!r}, model {doc.get('model')!r})")
+        doc, state = read_checkpoint(path, "OneShotModel")
         model = cls(**doc["config"])
-        model.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        model.net.load_state_dict(state)
         model.net.eval()
         model.metadata = dict(doc.get("metadata", {}))
         return model

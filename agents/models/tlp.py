@@ -43,7 +43,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import time
@@ -57,13 +56,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.models.rank_data import RankingData
+from agents.pretrained import read_checkpoint, write_checkpoint
 
 __all__ = ["DEFAULT_PLATFORM", "TLPModel", "TLPNet", "lambdarank_loss"]
 
 #: The single head of plain TLP; it takes the rows of every platform.
 DEFAULT_PLATFORM = "default"
-#: Version of the checkpoint sidecar layout.
-CHECKPOINT_FORMAT = 1
 _ENCODER = (64, 128, 256, 256)
 _DECODER = (256, 128, 64)
 
@@ -397,19 +395,14 @@ class TLPModel:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> Path:
         """Write the weights to ``path`` (a ``torch.save``'d state dict) and the config and
-        ``metadata`` (JSON-serializable) to the sidecar ``path`` with suffix ``.json``.
+        ``metadata`` (JSON-serializable) to the sidecar ``path`` with suffix ``.json``
+        (:func:`agents.pretrained.write_checkpoint`).
 
         Returns:
             The sidecar's path.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.net.state_dict(), path)
-        sidecar = path.with_suffix(".json")
-        doc = {"format": CHECKPOINT_FORMAT, "model": "TLPModel", "weights": path.name, "config": self.config,
-               "metadata": {**self.metadata, **(metadata or {})}}
-        sidecar.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        return sidecar
+        return write_checkpoint(path, self.net.state_dict(), "TLPModel", self.config,
+                                {**self.metadata, **(metadata or {})})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TLPModel:
@@ -419,16 +412,9 @@ class TLPModel:
         Raises:
             ValueError: a missing sidecar or one of another format.
         """
-        path = Path(path)
-        sidecar = path.with_suffix(".json")
-        if not sidecar.exists():
-            raise ValueError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
-        doc = json.loads(sidecar.read_text())
-        if doc.get("format") != CHECKPOINT_FORMAT or doc.get("model") != "TLPModel":
-            raise ValueError(f"{sidecar} is not a TLPModel checkpoint of format {CHECKPOINT_FORMAT} "
-                             f"(format {doc.get('format')!r}, model {doc.get('model')!r})")
+        doc, state = read_checkpoint(path, "TLPModel")
         model = cls(**doc["config"])
-        model.net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        model.net.load_state_dict(state)
         model.net.eval()
         model.metadata = dict(doc.get("metadata", {}))
         return model
