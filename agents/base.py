@@ -29,7 +29,15 @@ from tune_gym.session import Trial
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["Agent", "RunResult", "list_agents", "make_agent", "register", "run", "unavailable_agents"]
+__all__ = ["Agent", "NotApplicable", "RunResult", "list_agents", "make_agent", "register", "run",
+           "unavailable_agents"]
+
+
+class NotApplicable(ValueError):
+    """Raised by :meth:`Agent.reset` when the agent cannot tune this task by design, not by a
+    fault: e.g. a pretrained predictor whose training data never held the task's op. The
+    benchmark runner records such a run as "not applicable" instead of failing the suite, and
+    the leaderboard shows it as ``n/a``."""
 
 
 class Agent:
@@ -37,7 +45,8 @@ class Agent:
 
     Lifecycle: ``reset(space, task, seed)`` once per tuning run, then alternately
     ``propose(n)`` (up to ``n`` configs; fewer is fine, an empty list means "nothing more to
-    try") and ``observe(configs, results)`` with what was measured.
+    try") and ``observe(configs, results)`` with what was measured. ``reset`` raises
+    :class:`NotApplicable` for a task the agent is not built for.
 
     What has been measured is owned by the environment's :class:`tune_gym.session.TuningSession`
     (dedupe, budget, cache, records). An agent keeps only what it was told and what it asked

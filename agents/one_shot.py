@@ -16,7 +16,8 @@ observed (the base class keeps them) but change nothing.
 Checkpoints: ``checkpoint="auto"`` picks, among the ``OneShotModel`` checkpoints in
 ``agents/checkpoints/``, the one trained on the most rows whose training tasks do not include
 the task being tuned; ``checkpoint=PATH`` loads that file. A task whose op the checkpoint never
-saw (its sidecar lists ``ops``) is refused with an error that says so.
+saw (its sidecar lists ``ops``) is refused with :class:`agents.base.NotApplicable`, which says so
+(the leaderboard shows such a task as ``n/a``).
 """
 
 from __future__ import annotations
@@ -29,14 +30,13 @@ from typing import Any
 import numpy as np
 
 from agents import pretrained
-from agents.base import Agent, register
+from agents.base import Agent, NotApplicable, register
 from agents.optimizers.sa import SimulatedAnnealing
 from agents.pretrained import CHECKPOINT_DIR
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["OneShotAgent", "pick_oneshot_checkpoint"]
-
 
 
 def pick_oneshot_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR) -> Path:
@@ -61,9 +61,6 @@ def _featurizer(task: Task, preset: str, shape: tuple[int, int]) -> Any:
     from agents.models.oneshot import OneShotFeaturizer
 
     return OneShotFeaturizer(KnobSpace.for_task(task, preset), shape)
-
-
-
 
 
 @register("one-shot", "One-Shot Tuner: pretrained predictor, one SA search, measure the top 64, stop")
@@ -94,7 +91,7 @@ class OneShotAgent(Agent):
         self.model = _load(str(path.resolve()))
         ops = self.model.metadata.get("ops")
         if ops and task.op not in ops:
-            raise ValueError(f"the One-Shot checkpoint {path.name} was trained on {', '.join(ops)} tasks only, "
+            raise NotApplicable(f"the One-Shot checkpoint {path.name} was trained on {', '.join(ops)} tasks only, "
                              f"not {task.op}")
         self._features = _featurizer(task, space.preset, self.model.shape)
         self._picks: list[Config] | None = None

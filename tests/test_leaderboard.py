@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.base import Agent, NotApplicable, register
 from benchmarks.leaderboard.report import compute, write_leaderboard
 from benchmarks.leaderboard.results import ResultsError, read_results
 from benchmarks.leaderboard.runner import run_suite
@@ -236,3 +237,35 @@ def test_every_suite_task_off_live_hardware_has_a_committed_dataset(monkeypatch)
             if task.backend == "replay":
                 assert entry.exhaustive, f"suite {name}: {task.id} is replayed but not measured exhaustively"
                 assert task.budget <= entry.rows
+
+
+@register("test-refuses-dense", "refuses dense tasks (a test of not-applicable runs)")
+class _RefusesDense(Agent):
+    def reset(self, space, task, seed=None):
+        super().reset(space, task, seed)
+        if task.op == "dense":
+            raise NotApplicable("this agent never saw a dense task")
+
+    def propose(self, n):
+        return self.fresh(n)
+
+
+def test_not_applicable_runs_are_recorded_validated_and_shown_as_na(suite_file, tmp_path):
+    suite_file.write_text(SUITE.replace('agents = ["random", "xgb-sa"]', 'agents = ["random", "test-refuses-dense"]')
+                          .replace("seeds = 4", "seeds = 3"))
+    out = tmp_path / "results.jsonl"
+    run_suite(load_suite(suite_file), out, progress=False)
+    _, runs = read_results(out)
+    refused = [r for r in runs if r["spec"]["agent"] == "test-refuses-dense"]
+    assert len(refused) == 3 and all(r["not_applicable"] == "this agent never saw a dense task" for r in refused)
+    assert all(r["configs"] == [] and r["gflops"] == [] for r in refused)
+    assert all("not_applicable" not in r and len(r["configs"]) == 24 for r in runs if r not in refused)
+    report = validate(out, rerun=6)
+    assert report.ok, report.problems
+    # a resumed run does not redo them, the report shows them as n/a and not as missing
+    again = run_suite(load_suite(suite_file), out, progress=False)
+    assert len(again.runs) == 6
+    text = write_leaderboard(out, tmp_path / "LB.md", plots=tmp_path / "plots").read_text()
+    assert "| n/a |" in text and "not in the results yet" not in text
+    assert "test-refuses-dense on " in text and "(this agent never saw a dense task)" in text
+    assert "test-refuses-dense" not in [r["agent"] for r in compute(out).rows]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.base import make_agent, run
+from agents.base import NotApplicable, make_agent, run
 from agents.models.features import KnobFeaturizer
 from agents.models.oneshot import KNOB_DIM, KnobColumns, OneShotData, OneShotModel, ebs_filter, oversampling_weights
 from agents.one_shot import pick_oneshot_checkpoint
@@ -122,7 +122,7 @@ def test_one_shot_refuses_ops_its_checkpoint_never_saw(tmp_path):
     _checkpoint(tmp_path / "m.pt", ["op://other"], ops=("depthwise_conv2d_nchw",))
     agent = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"))
     space = KnobSpace.for_task(Task.parse("resnet18:7"), "compact")
-    with pytest.raises(ValueError, match="trained on depthwise_conv2d_nchw tasks only, not conv2d_nchw"):
+    with pytest.raises(NotApplicable, match="trained on depthwise_conv2d_nchw tasks only, not conv2d_nchw"):
         agent.reset(space, space.task, seed=0)
     with pytest.raises(ValueError, match="k \\(configs to measure\\) must be >= 1"):
         make_agent("one-shot", k=0)

@@ -68,6 +68,8 @@ class Leaderboard:
     cells: dict[tuple[str, str], Cell]
     tasks: dict[str, TaskData]
     rows: list[dict[str, Any]]
+    not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent, task) -> why
+    na_runs: dict[str, int] = field(default_factory=dict)  # agent -> its runs recorded as not applicable
 
 
 def _task_data(uri: str, preset: str) -> TaskData:
@@ -99,12 +101,18 @@ def compute(results: str | Path) -> Leaderboard:
         presets[t["id"]].add(t["preset"])
     tasks: dict[str, TaskData] = {}
     cells: dict[tuple[str, str], Cell] = {}
+    not_applicable: dict[tuple[str, str], str] = {}
+    na_runs: dict[str, int] = {}
     for line in runs:
         spec = line["spec"]
         # a task listed with two presets (two spaces) is two rows: "bert_base:0 compact", "bert_base:0 full"
         tid = spec["task"] if len(presets[spec["task"]]) == 1 else f"{spec['task']} {spec['preset']}"
         if tid not in tasks:
             tasks[tid] = _task_data(line["task_uri"], spec["preset"])
+        if "not_applicable" in line:
+            not_applicable[(spec["agent"], tid)] = line["not_applicable"]
+            na_runs[spec["agent"]] = na_runs.get(spec["agent"], 0) + 1
+            continue
         td = tasks[tid]
         best_known = max(td.best_gflops, line["best_gflops"]) if not td.exhaustive else td.best_gflops
         cell = cells.setdefault((spec["agent"], tid), Cell(spec["agent"], tid, weights.get((tid, spec["preset"]), 1)))
@@ -131,7 +139,7 @@ def compute(results: str | Path) -> Leaderboard:
                 cell.p_time.append(M.mean_score(times, td.costs, clocks=line["clock"], eval_seconds=td.eval_secs))
             except ValueError:  # the run's clock never reached one evaluation
                 cell.p_time.append(math.nan)
-    return Leaderboard(header, cells, tasks, _rows(cells, tasks))
+    return Leaderboard(header, cells, tasks, _rows(cells, tasks, not_applicable), not_applicable, na_runs)
 
 
 def _network_weights(tasks: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
@@ -147,10 +155,14 @@ def _network_weights(tasks: list[dict[str, Any]]) -> dict[tuple[str, str], float
     return {(t["id"], t["preset"]): t["weight"] / totals[network(t["id"])] for t in tasks}
 
 
-def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData]) -> list[dict[str, Any]]:
+def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData],
+          not_applicable: dict[tuple[str, str], str]) -> list[dict[str, Any]]:
     by_agent: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells.values():
         by_agent[cell.agent].append(cell)
+    na_tasks: dict[str, set[str]] = defaultdict(set)
+    for agent, tid in not_applicable:
+        na_tasks[agent].add(tid)
     rows: list[dict[str, Any]] = []
     for agent, cs in by_agent.items():
         w = [c.weight for c in cs]
@@ -163,6 +175,7 @@ def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData]) -> lis
         per_seed_r = np.nanmean([c.p_run[:n_seeds] for c in exhaustive], axis=0) if n_seeds else np.zeros(0)
         rows.append({
             "agent": agent, "tasks": len(cs), "runs": sum(c.seeds for c in cs),
+            "na_tasks": len(na_tasks[agent] - {c.task for c in cs}),
             "vs_best": M.geomean([float(np.median(c.vs_best)) for c in cs], w),
             "vs_reference": M.geomean([float(np.median(c.vs_reference)) for c in cs], w),
             "p_trials": band["mean"], "p_lower": band["lower"], "p_upper": band["upper"],
@@ -184,6 +197,8 @@ def _missing_runs(lb: Leaderboard) -> dict[str, int]:
     for spec in Suite.from_dict(lb.header["suite"]).runs():
         expected[spec.agent] += 1
     done = {r["agent"]: r["runs"] for r in lb.rows}
+    for agent, n in lb.na_runs.items():
+        done[agent] = done.get(agent, 0) + n
     return {a: n - done.get(a, 0) for a, n in expected.items() if n > done.get(a, 0)}
 
 
@@ -244,7 +259,14 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
         lines.append(f"| {i} | {r['agent']} | {_fmt(r['p_trials'])} | [{_fmt(r['p_lower'])}, {_fmt(r['p_upper'])}] "
                      f"| {_fmt(r['p_time'])} | {_fmt(r['p_run'])} | {_fmt(r['vs_best'])} | {_fmt(r['vs_reference'])} | "
                      f"{_fmt(r['to95'], 0)} | {_fmt(r['agent_secs'], 1)} | {_fmt(r['measure_secs'], 0)} | "
-                     f"{r['runs']} |")
+                     f"{r['runs']}{' (' + str(r['na_tasks']) + ' tasks n/a)' if r['na_tasks'] else ''} |")
+    partial = sorted({a for a, _ in lb.not_applicable})
+    if partial:
+        lines += ["", "Not applicable (`n/a` in the per-task table): " + "; ".join(
+            f"{a} on {', '.join(t for (b, t) in lb.not_applicable if b == a)} "
+            f"({next(w for (b, _), w in lb.not_applicable.items() if b == a)})" for a in partial)
+            + ". Such an agent's aggregates are over the tasks it ran, so they compare with the other rows "
+            "only roughly; compare it task by task below."]
     missing = _missing_runs(lb)
     if missing:
         lines += ["", "Runs of the suite not in the results yet (`tune-gym bench --suite NAME` adds them): "
@@ -252,7 +274,7 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     lines += ["", "## Per task", "",
               "Median final GFLOPS over the best known, and trials to 100% of it (median [IQR]; `never (k/n)`: "
               "k of n seeds reached it).", ""]
-    agents = [r["agent"] for r in lb.rows]
+    agents = [r["agent"] for r in lb.rows] + [a for a in partial if a not in {r["agent"] for r in lb.rows}]
     lines.append("| task | space | best known GFLOPS | PyTorch GFLOPS | " + " | ".join(agents) + " |")
     lines.append("|---|---|---:|---:|" + "---|" * len(agents))
     for tid, td in lb.tasks.items():
@@ -260,7 +282,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
         cellstr = []
         for a in agents:
             c = lb.cells.get((a, tid))
-            cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c else "-")
+            cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c
+                           else "n/a" if (a, tid) in lb.not_applicable else "-")
         lines.append(f"| {tid} | {td.preset}, {kind} | {_fmt(td.best_gflops, 2)} | {_fmt(td.reference_gflops, 2)} | "
                      + " | ".join(cellstr) + " |")
     lines += ["", f"![best-so-far]({rel(png_curves)})", "",

@@ -4,7 +4,9 @@ Each run drives ``tune_gym/Tune-v0`` with an agent (:func:`agents.run`) and beco
 of a results file (:mod:`benchmarks.leaderboard.results`): every config the agent proposed,
 in order, with its throughput and simulated clock, and the agent's own compute seconds
 (``propose``/``observe``/``reset``), kept apart from measurement time so a slow agent cannot
-hide behind a simulated clock. A line is appended and fsynced as soon as its run ends, so a
+hide behind a simulated clock. An agent that raises :class:`agents.NotApplicable` for a task
+(e.g. a predictor never trained on its op) gives a line with no trials and the reason under
+``not_applicable``, which the leaderboard shows as ``n/a``. A line is appended and fsynced as soon as its run ends, so a
 killed benchmark loses only the runs in flight; started again, it runs only what is missing.
 
 Runs go to worker processes on this machine (``jobs``) or, with ``ray_address``, to a Ray
@@ -52,7 +54,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     """Run one (agent, task, seed) and return its results line (see :mod:`.results`)."""
     import torch
 
-    from agents import make_agent, run
+    from agents import NotApplicable, make_agent, run
 
     # One thread per run: runs are parallel across processes, and a model's thread pool
     # competing for the same cores slows it down (GP fits 3-5x on 2 cores).
@@ -65,8 +67,11 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         agent_secs = [0.0]
         for name in ("reset", "propose", "observe"):
             setattr(agent, name, _timed(getattr(agent, name), agent_secs))
-        result = run(agent, env, seed=spec.seed)
-        trials = result.trials
+        try:
+            trials = run(agent, env, seed=spec.seed).trials
+            not_applicable = None
+        except NotApplicable as exc:  # the agent is not built for this task: recorded, not failed
+            trials, not_applicable = [], str(exc)
         line = {
             "key": spec.key, "spec": asdict(spec), "task_uri": base.task.uri,
             "space_size": base.space.size, "flops": base.task.flops,
@@ -77,10 +82,12 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             "errors": [t.result.error for t in trials],
             "clock": [t.clock for t in trials],
             "best_gflops": max((t.result.gflops for t in trials), default=0.0),
-            "agent_info": agent.describe(),
+            "agent_info": agent.describe() if not_applicable is None else {},
             "agent_secs": agent_secs[0], "wall_secs": time.perf_counter() - start,
             "host": _host(), "time": time.time(),
         }
+        if not_applicable is not None:
+            line["not_applicable"] = not_applicable
         return line
     finally:
         env.close()
@@ -147,8 +154,8 @@ def run_suite(
 def _finish(results: ResultsFile, bar: Any, line: dict[str, Any]) -> None:
     results.append(line)
     if bar is not None:
-        bar.set_postfix_str(f"{line['spec']['agent']} {line['spec']['task']} {line['best_gflops']:.1f} GFLOPS",
-                            refresh=False)
+        outcome = "n/a" if "not_applicable" in line else f"{line['best_gflops']:.1f} GFLOPS"
+        bar.set_postfix_str(f"{line['spec']['agent']} {line['spec']['task']} {outcome}", refresh=False)
         bar.update(1)
 
 

@@ -55,6 +55,10 @@ def validate(results: str | Path, rerun: int = 3, seed: int = 0) -> Validation:
         spec = RunSpec(**line["spec"])
         where = f"run {spec.key}"
         report.checked += 1
+        if "not_applicable" in line:  # no trials to replay; a re-run must refuse the task again
+            if line["configs"]:
+                report.problems.append(f"{where}: marked not applicable but has {len(line['configs'])} trials")
+            continue
         gflops = line["gflops"]
         if line["best_gflops"] != max(gflops, default=0.0):
             report.problems.append(f"{where}: best_gflops {line['best_gflops']} is not the best trial {max(gflops)}")
@@ -93,7 +97,10 @@ def validate(results: str | Path, rerun: int = 3, seed: int = 0) -> Validation:
         spec = RunSpec(**line["spec"])
         again = run_one(spec)
         report.rerun += 1
-        if again["configs"] != line["configs"]:
+        if again.get("not_applicable") != line.get("not_applicable"):
+            report.problems.append(f"run {spec.key}: recorded as not applicable ({line.get('not_applicable')}), "
+                                   f"but re-run gives {again.get('not_applicable') or 'a run'}")
+        elif again["configs"] != line["configs"]:
             first = next((j for j, (a, b) in enumerate(zip(again["configs"], line["configs"])) if a != b),
                          min(len(again["configs"]), len(line["configs"])))
             why = ""
