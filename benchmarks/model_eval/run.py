@@ -11,16 +11,18 @@ the agent runs with. Two protocols:
   XGBoost and random forest on MetaSchedule's per-store loop features (the TenSet baseline,
   :func:`agents.models.features.loop_features`), XGBoost on the flattened primitive sequence,
   One-Shot Tuner's predictor (the committed checkpoint ``one-shot`` would use, trained only on
-  sampled tasks, when it covers the network's ops), and random ranking.
+  sampled tasks, when it covers the network's ops), MetaTune's meta-learned GCN (the checkpoint
+  ``meta-bo`` would use) before any fine-tuning, and random ranking.
 * ``in-task`` (``--shots`` rows of each held-out task measured, the rest to rank): what a tuning
   agent's model faces after its first plan. Rows: XGBoost on knob features (AutoTVM's ``xgb-sa``
   model), the random forest on knob features (AdaTune's), TLP fine-tuned on the shots, the
-  transfer TLP without fine-tuning (same rows), and random ranking.
+  transfer TLP without fine-tuning (same rows), MetaTune's model after ``meta-bo``'s online
+  fine-tuning of its regressor on the shots, and random ranking.
 
 Each (task, preset) dataset is one group, weighted by the task's occurrences in the held-out
 network. Scores are rankings, so MSE and MSE(D) are reported only for the models that regress the
 normalised throughput ``label = min cost / cost`` (the XGBoost and forest regressors, One-Shot's
-predictor); TLP is
+predictor, MetaTune); TLP is
 trained with LambdaRank and its scores have no scale.
 
 Output: ``benchmarks/results/model_eval/<holdout>.json`` and ``.md`` (the table). Every random
@@ -191,15 +193,77 @@ def _transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None]
     return out, f"checkpoint {path.name}"
 
 
+class _MetaTune:
+    """The committed MetaTune model ``meta-bo`` would use for the held-out tasks (trained on none of
+    them), with each evaluated row's graph embedding computed once; ``None`` from :meth:`load`
+    when there is no such checkpoint."""
+
+    def __init__(self, path: Path, data: Any, groups: list[Group]) -> None:
+        from agents.meta_bo import MetaBOAgent
+        from agents.models.metatune import GraphRows
+        from tune_gym.space import KnobSpace
+        from tune_gym.tasks.task import Task
+
+        self.model = copy.deepcopy(_load_metatune(str(path)))
+        self.source = f"checkpoint {path.name}"
+        agent = MetaBOAgent()  # its online fine-tuning settings
+        self.steps, self.lr = agent.fine_tune_steps, agent.fine_tune_lr
+        self.h: dict[int, np.ndarray] = {}
+        for g in groups:
+            task = Task.parse(g.task)
+            space = KnobSpace.for_task(task, g.preset)
+            rows = GraphRows.encode(self.model.template_for(task), space, np.stack(data.config[g.rows]))
+            self.h.update(zip(g.rows.tolist(), self.model.embed(rows)))
+
+    @classmethod
+    def load(cls, data: Any, groups: list[Group], log: Callable[[str], None]) -> _MetaTune | None:
+        from agents.meta_bo import pick_checkpoint
+
+        try:
+            path = pick_checkpoint({g.task for g in groups})
+        except FileNotFoundError as err:
+            log(f"no MetaTune model ({err})")
+            return None
+        log(f"MetaTune model from checkpoint {path.name}: encoding {sum(len(g.rows) for g in groups)} loop graphs")
+        return cls(path, data, groups)
+
+    def embeddings(self, rows: np.ndarray) -> np.ndarray:
+        return np.stack([self.h[int(i)] for i in rows])
+
+    def transfer(self, groups: list[Group]) -> dict[str, np.ndarray]:
+        """Zero-shot predictions (the meta-learned weights, before any fine-tuning)."""
+        self.model.reset()
+        return {f"{g.task}|{g.preset}": self.model.predict_embeddings(self.embeddings(g.rows)) for g in groups}
+
+    def fine_tuned(self, groups: list[Group], shots: dict[str, np.ndarray], cost: np.ndarray) -> dict[str, np.ndarray]:
+        """Predictions after ``meta-bo``'s online fine-tuning on each task's shots."""
+        out = {}
+        for g in groups:
+            shot = shots[f"{g.task}|{g.preset}"]
+            self.model.fine_tune_embeddings(self.embeddings(shot), m.labels(cost[shot]).astype(np.float32),
+                                            self.steps, self.lr)
+            out[f"{g.task}|{g.preset}"] = self.model.predict_embeddings(self.embeddings(g.rows))
+        self.model.reset()
+        return out
+
+
+def _load_metatune(path: str) -> Any:
+    from agents.models.metatune import MetaTuneModel
+
+    return MetaTuneModel.load(path)
+
+
 def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: int = 50,
              progress: bool = True, log: Callable[[str], None] = print, checkpoint: str = "auto",
-             shared: dict[str, Any] | None = None) -> dict[str, Any]:
+             shared: dict[str, Any] | None = None, with_metatune: bool = True) -> dict[str, Any]:
     """Train and score every model (see the module docstring); returns the JSON document.
 
     ``checkpoint``: where the transfer TLP model comes from: ``"auto"`` (a committed checkpoint
     trained without the held-out tasks, else trained here), a checkpoint path, or ``"none"``
     (always trained here, for ``epochs`` epochs). ``shared``: a dict kept between calls for
-    several held-out networks; the data and the loop features of every row are computed once."""
+    several held-out networks; the data and the loop features of every row are computed once.
+    ``with_metatune``: score the committed MetaTune model too (encodes every held-out row's loop
+    graph: minutes)."""
     import torch
 
     from agents.models.rank_data import held_out_mask, load_ranking_data
@@ -257,6 +321,10 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
     oneshot = _transfer_oneshot(data, groups, log)
     if oneshot is not None:
         results["transfer"]["One-Shot predictor"] = _metrics(groups, oneshot[0], cost, True, seed)
+    metatune = _MetaTune.load(data, groups, log) if with_metatune else None
+    if metatune is not None:
+        results["transfer"]["MetaTune (meta-learned, no fine-tuning)"] = _metrics(
+            groups, metatune.transfer(groups), cost, True, seed)
     results["transfer"]["Random"] = _metrics(
         groups, per_group(lambda g: rng.random(len(g.rows))), cost, False, seed)
 
@@ -293,12 +361,17 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
         model.fine_tune(data.x[shot], m.labels(data.cost[shot]).astype(np.float32))
         tuned[f"{g.task}|{g.preset}"] = model.predict(data.x[g.rows])
     results["in-task"]["TLP, fine-tuned"] = _metrics(rest_groups, tuned, rest_cost, False, seed)
+    if metatune is not None:
+        shot_rows = {k: v[0] for k, v in split.items()}
+        results["in-task"]["MetaTune, fine-tuned"] = _metrics(
+            rest_groups, metatune.fine_tuned(rest_groups, shot_rows, data.cost), rest_cost, True, seed)
     results["in-task"]["Random"] = _metrics(
         rest_groups, {f"{g.task}|{g.preset}": rng.random(len(g.rows)) for g in rest_groups}, rest_cost, False, seed)
 
     return {
         "holdout": holdout, "seed": seed, "shots": shots, "epochs": epochs, "tlp": tlp_source,
         "oneshot": oneshot[1] if oneshot is not None else None,
+        "metatune": metatune.source if metatune is not None else None,
         "train_tasks": sorted(set(data.task[train_rows])), "train_rows": len(train_rows),
         "test": [{"task": g.task, "preset": g.preset, "rows": len(g.rows), "weight": g.weight} for g in groups],
         "platforms": platforms, "results": results, "seconds": round(time.perf_counter() - t0, 1),
@@ -315,6 +388,7 @@ def markdown(doc: dict[str, Any]) -> str:
              f"{doc['train_rows']} rows of {len(doc['train_tasks'])} other tasks; platforms: "
              f"{', '.join(doc['platforms'])}; TLP: {doc.get('tlp', 'trained here')}; "
              + (f"One-Shot: {doc['oneshot']} (trained on sampled tasks); " if doc.get("oneshot") else "")
+             + (f"MetaTune: {doc['metatune']}; " if doc.get("metatune") else "")
              + f"seed {doc['seed']}, {doc['seconds']:.0f} s.", "",
              "| protocol | model | " + " | ".join(c[1] for c in COLUMNS) + " |",
              "|---|---|" + "---:|" * len(COLUMNS)]
@@ -336,12 +410,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint", default="auto",
                         help="transfer TLP model: 'auto' (a committed checkpoint trained without the held-out "
                              "tasks, else trained here), a checkpoint path, or 'none' (train here)")
+    parser.add_argument("--no-metatune", action="store_true",
+                        help="skip the MetaTune rows (they encode every held-out row's loop graph)")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
     shared: dict[str, Any] = {}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for holdout in args.holdout:
-        doc = evaluate(holdout, args.seed, args.shots, args.epochs, checkpoint=args.checkpoint, shared=shared)
+        doc = evaluate(holdout, args.seed, args.shots, args.epochs, checkpoint=args.checkpoint, shared=shared,
+                       with_metatune=not args.no_metatune)
         (args.out_dir / f"{holdout}.json").write_text(json.dumps(doc, indent=1) + "\n")
         table = markdown(doc)
         (args.out_dir / f"{holdout}.md").write_text(table)
