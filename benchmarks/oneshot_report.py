@@ -36,7 +36,7 @@ def _runs(path: Path) -> dict[tuple[str, str], dict[str, dict[int, dict[str, Any
     with open(path) as f:
         for line in f:
             doc = json.loads(line)
-            if "key" not in doc:
+            if "key" not in doc or "not_applicable" in doc:  # a header, or a task the agent declined
                 continue
             spec = doc["spec"]
             out[(spec["task"], spec["preset"])][spec["agent"]][int(spec["seed"])] = doc

@@ -161,22 +161,27 @@ def _transfer_tlp(checkpoint: str, holdout_tasks: set[str], train: Any, seed: in
     return model, f"checkpoint {path.name}"
 
 
-def _transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None]
+def _transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None], path: Path | None = None
                       ) -> tuple[dict[str, np.ndarray], str] | None:
-    """Scores of the committed One-Shot predictor (trained on sampled tasks, none of the held-out
-    ones) on every group, or None when there is no such checkpoint or it lacks an op of the groups."""
+    """Scores of a One-Shot predictor on every group: the checkpoint at ``path``, by default the
+    committed one ``one-shot`` would use (trained on sampled tasks, none of the held-out ones);
+    None when there is no such checkpoint or it lacks an op of the groups."""
     from agents.models.oneshot import KnobColumns, OneShotModel
     from agents.one_shot import pick_oneshot_checkpoint
     from tune_gym.features.task import task_features
     from tune_gym.space import KnobSpace
     from tune_gym.tasks.task import Task
 
-    try:
-        path = pick_oneshot_checkpoint({g.task for g in groups})
-    except FileNotFoundError as err:
-        log(f"transfer: no One-Shot predictor ({err})")
-        return None
+    if path is None:
+        try:
+            path = pick_oneshot_checkpoint({g.task for g in groups})
+        except FileNotFoundError as err:
+            log(f"transfer: no One-Shot predictor ({err})")
+            return None
     model = OneShotModel.load(path)
+    leaked = sorted({g.task for g in groups} & set(model.metadata.get("train_tasks", ())))
+    if leaked:
+        raise ValueError(f"One-Shot checkpoint {path} was trained on held-out tasks {leaked}")
     ops = set(model.metadata.get("ops", []))
     missing = {Task.parse(g.task).op for g in groups} - ops
     if missing:
