@@ -36,7 +36,6 @@ MSE 0.014-0.016 on the training rows and 0.016-0.019 on the validation rows.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -44,10 +43,9 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_tlp import file_checksums  # noqa: E402
+from training_common import REPO, command_line, load_unchanged, wrote
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,11 +83,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.shots_eval < 1:
         p.error(f"--shots-eval must be >= 1, got {args.shots_eval}")
     return args
-
-
-def _display(path: Path) -> str:
-    path = path.resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def plot(history: dict[str, Any], title: str, path: Path) -> None:
@@ -177,7 +170,7 @@ def held_out_scores(model: Any, test: Any, weights: dict[str, dict[str, int]], s
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = shlex.join(["python", *(sys.argv if argv is None else ["scripts/train_metatune.py", *argv])])
+    command = command_line("train_metatune.py", argv)
     import torch
 
     if args.threads:
@@ -187,14 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     from tune_gym.datasets.catalog import catalog
 
     files = list(args.files) if args.files else [e.path for e in catalog()]
-    checksums = file_checksums(files)
-    tic = time.perf_counter()
-    data = load_graph_data(files, cache_dir=args.cache_dir, progress=not args.quiet)
-    load_secs = time.perf_counter() - tic
-    changed = [a["path"] for a, b in zip(checksums, file_checksums(files)) if a != b]
-    if changed:
-        raise SystemExit(f"dataset file(s) {changed} changed while they were read (is a collection writing them?); "
-                         "run again, or leave them out with --files")
+    data, checksums, load_secs = load_unchanged(
+        files, lambda: load_graph_data(files, cache_dir=args.cache_dir, progress=not args.quiet))
     try:
         held, weights = held_out_mask(data, args.holdout)  # reads only the rows' task URIs
     except ValueError as err:
@@ -242,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         "meta_secs": meta["secs"][0] if meta else None, "train_secs": train_secs, "load_secs": load_secs,
         "threads": torch.get_num_threads(), "scores": scores,
     }
-    sidecar = model.save(args.out / f"{name}.pt", metadata)
+    model.save(args.out / f"{name}.pt", metadata)
     plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png")
-    print(f"wrote {_display(args.out / f'{name}.pt')}, {_display(sidecar)}, {_display(args.out / f'{name}.png')}")
+    wrote(args.out, name)
     print(f"  training: {train_secs:.0f} s; val MSE {scores['val_mse']:.4f}")
     for key, value in scores.get("holdout", {}).items():
         if key != "kernels":

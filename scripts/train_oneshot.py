@@ -15,20 +15,17 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_tlp import _display, file_checksums, plot  # noqa: E402
+from training_common import REPO, command_line, load_unchanged, plot_losses, wrote
 
-from agents.models import metrics  # noqa: E402
-from agents.models.oneshot import OneShotModel, ebs_filter, load_oneshot_data  # noqa: E402
+from agents.models import metrics
+from agents.models.oneshot import OneShotModel, ebs_filter, load_oneshot_data
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = shlex.join(["python", *(sys.argv if argv is None else ["scripts/train_oneshot.py", *argv])])
+    command = command_line("train_oneshot.py", argv)
     if args.threads:
         import torch
 
@@ -63,10 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     files = list(args.files) if args.files else sorted((REPO / "benchmarks" / "datasets" / "pgs").glob("*.parquet"))
     if not files:
         raise SystemExit("no dataset files: collect some with scripts/collect_pgs.py, or pass --files")
-    checksums = file_checksums(files)
-    tic = time.perf_counter()
-    data = load_oneshot_data(files, progress=not args.quiet)
-    load_secs = time.perf_counter() - tic
+    data, checksums, load_secs = load_unchanged(files, lambda: load_oneshot_data(files, progress=not args.quiet))
     keep = ebs_filter(data.label, args.ebs_factor)
     data = data.subset(keep)
     tasks = np.array(sorted(set(data.task.tolist())), dtype=object)
@@ -95,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         "load_secs": load_secs, "scores": scores,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    sidecar = model.save(args.out / f"{name}.pt", metadata)
-    plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png",
-         ylabel="MSE (training: oversampled rows; validation: unseen tasks)")
-    print(f"wrote {_display(args.out / f'{name}.pt')}, {_display(sidecar)}, {_display(args.out / f'{name}.png')}")
+    model.save(args.out / f"{name}.pt", metadata)
+    plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png",
+                "MSE (training: oversampled rows; validation: unseen tasks)")
+    wrote(args.out, name)
     for key, value in scores.items():
         print(f"  {key}: {value}")
     return 0

@@ -20,20 +20,19 @@ validation loss per epoch). See :mod:`agents.models.tlp` and :mod:`agents.models
 from __future__ import annotations
 
 import argparse
-import hashlib
-import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from training_common import REPO, command_line, load_unchanged, plot_losses, wrote
+
 from agents.models import metrics
 from agents.models.rank_data import RankingData, held_out_mask, load_ranking_data
 from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -70,27 +69,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _display(path: Path) -> str:
-    path = path.resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
-
-
-def file_checksums(paths: list[Path]) -> list[dict[str, Any]]:
-    """Each file with its checksum: the row checksum of a Parquet dataset, else the file's SHA-256."""
-    from tune_gym.datasets.catalog import read_entry
-
-    out = []
-    for path in paths:
-        if path.suffix == ".parquet":
-            entry = read_entry(path)
-            out.append({"path": _display(path), "checksum": entry.meta["checksum"], "checksum_of": "rows",
-                        "task": entry.task, "preset": entry.preset, "rows": entry.rows})
-        else:
-            out.append({"path": _display(path), "checksum": hashlib.sha256(path.read_bytes()).hexdigest(),
-                        "checksum_of": "file"})
-    return out
-
-
 def choose_target(data: RankingData, requested: str | None, needed: bool) -> str | None:
     platforms = data.platforms
     if requested is not None:
@@ -112,29 +90,9 @@ def thin_target(data: RankingData, target: str, fraction: float, rng: np.random.
     return data.subset(keep)
 
 
-def plot(history: dict[str, list[float]], title: str, path: Path, ylabel: str = "LambdaRank loss per list") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    epochs = np.arange(1, len(history["train_loss"]) + 1)
-    ax.plot(epochs, history["train_loss"], label="training")
-    if history["val_loss"]:
-        ax.plot(epochs, history["val_loss"], label="validation")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = shlex.join(["python", *(sys.argv if argv is None else ["scripts/train_tlp.py", *argv])])
+    command = command_line("train_tlp.py", argv)
     if args.threads:
         import torch
 
@@ -142,14 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     from tune_gym.datasets.catalog import catalog
 
     files = list(args.files) if args.files else [e.path for e in catalog()]
-    checksums = file_checksums(files)
-    tic = time.perf_counter()
-    data = load_ranking_data(files, cache_dir=args.cache_dir, progress=not args.quiet)
-    load_secs = time.perf_counter() - tic
-    changed = [a["path"] for a, b in zip(checksums, file_checksums(files)) if a != b]
-    if changed:
-        raise SystemExit(f"dataset file(s) {changed} changed while they were read (is a collection writing them?); "
-                         "run again, or leave them out with --files")
+    data, checksums, load_secs = load_unchanged(
+        files, lambda: load_ranking_data(files, cache_dir=args.cache_dir, progress=not args.quiet))
     try:
         held, weights = held_out_mask(data, args.holdout)
     except ValueError as err:
@@ -203,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
         "load_secs": load_secs, "scores": scores,
     }
-    sidecar = model.save(args.out / f"{name}.pt", metadata)
-    plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png")
-    print(f"wrote {_display(args.out / f'{name}.pt')}, {_display(sidecar)}, {_display(args.out / f'{name}.png')}")
+    model.save(args.out / f"{name}.pt", metadata)
+    plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png", "LambdaRank loss per list")
+    wrote(args.out, name)
     for key, value in scores.items():
         print(f"  {key}: {value}")
     return 0
