@@ -30,14 +30,23 @@ from pathlib import Path
 import numpy as np
 
 
-def sample_tasks(sampler: str, n: int, seed: int, target: str) -> list[str]:
+def sample_tasks(sampler: str, n: int, seed: int, target: str, max_gflop: float | None = None) -> list[str]:
+    """The first ``n`` tasks the sampler draws with ``seed``; with ``max_gflop``, the first ``n`` of
+    at most that many GFLOP (the draw is sequential, so a longer list extends a shorter one)."""
     from tune_gym.datasets.pgs import TaskPrior, uniform_tasks
 
     rng = np.random.default_rng(seed)
+    draw = n if max_gflop is None else 50 * n
     if sampler == "uniform":
-        return [t.uri for t in uniform_tasks(TaskPrior.from_zoo().rows, n, rng, target)]
-    prior = TaskPrior.from_zoo(parents="chain" if sampler == "zoo" else None)
-    return [t.uri for t in prior.sample(n, rng, target)]
+        tasks = uniform_tasks(TaskPrior.from_zoo().rows, draw, rng, target)
+    else:
+        tasks = TaskPrior.from_zoo(parents="chain" if sampler == "zoo" else None).sample(draw, rng, target)
+    if max_gflop is not None:
+        tasks = [t for t in tasks if t.flops <= max_gflop * 1e9]
+        if len(tasks) < n:
+            raise SystemExit(f"only {len(tasks)} of {draw} drawn tasks have at most {max_gflop} GFLOP; "
+                             f"{n} were asked for")
+    return [t.uri for t in tasks[:n]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sampler", default="pgs", choices=["pgs", "uniform", "zoo"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the task draw and of each collection")
     parser.add_argument("--target", default="llvm")
+    parser.add_argument("--max-gflop", type=float,
+                        help="skip drawn tasks of more GFLOP (keeps a uniform draw's collection time bounded)")
     parser.add_argument("--preset", default="full", choices=["full", "compact"])
     parser.add_argument("--plan", action="append", default=None, metavar="MODE",
                         help="collection plan per task (default explore:64); repeat to run several in order")
@@ -70,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from tune_gym.tasks.task import Task
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    uris = sample_tasks(args.sampler, args.tasks, args.seed, args.target)
+    uris = sample_tasks(args.sampler, args.tasks, args.seed, args.target, args.max_gflop)
     listing = args.out_dir / "tasks.txt"
     if listing.exists():
         old = [line for line in listing.read_text().splitlines() if line and not line.startswith("#")]
@@ -78,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{listing} lists other tasks than --sampler {args.sampler} --seed {args.seed} draws; "
                              "use another --out-dir")
     if not listing.exists() or len(uris) > len(old):
+        cap = f" --max-gflop {args.max_gflop:g}" if args.max_gflop is not None else ""
         listing.write_text(f"# python scripts/collect_pgs.py --sampler {args.sampler} --seed {args.seed} "
-                           f"--tasks {args.tasks} --target {args.target}\n" + "\n".join(uris) + "\n")
+                           f"--tasks {args.tasks} --target {args.target}{cap}\n" + "\n".join(uris) + "\n")
     plans = [parse_plan(text, seed=args.seed, agent=args.explore_agent) for text in plans_text]
     explorer = lambda plan: make_agent(plan.agent, **parse_options(options))
     command = shlex.join(["python", "scripts/collect_pgs.py", *(argv if argv is not None else sys.argv[1:])])

@@ -30,7 +30,10 @@ from agents.models.oneshot import OneShotModel, ebs_filter, load_oneshot_data
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default benchmarks/datasets/pgs/*.parquet)")
+    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default: those of --data-dir)")
+    p.add_argument("--data-dir", type=Path, default=REPO / "benchmarks" / "datasets" / "pgs",
+                   help="a scripts/collect_pgs.py output folder: its datasets, in the order of its tasks.txt")
+    p.add_argument("--first-tasks", type=int, help="only the datasets of the first N tasks of --data-dir's tasks.txt")
     p.add_argument("--epochs", type=int, default=200, help="training epochs (the paper's 200)")
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--lr", type=float, default=1e-4)
@@ -47,7 +50,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0 <= args.val_fraction < 1:
         p.error(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
+    if args.files and args.first_tasks is not None:
+        p.error("--first-tasks selects from --data-dir; it does not combine with --files")
     return args
+
+
+def data_dir_files(folder: Path, first: int | None = None) -> list[Path]:
+    """The collected datasets of ``folder`` (a ``collect_pgs.py`` output), in ``tasks.txt`` order;
+    with ``first``, those of its first ``first`` tasks, all of which must be collected."""
+    from agents.cli import dataset_name
+
+    listing = folder / "tasks.txt"
+    if not listing.exists():
+        if first is not None:
+            raise SystemExit(f"--first-tasks needs {listing}, which does not exist")
+        return sorted(folder.glob("*.parquet"))
+    uris = [line for line in listing.read_text().splitlines() if line and not line.startswith("#")]
+    files = [folder / dataset_name(uri, "full") for uri in (uris if first is None else uris[:first])]
+    if first is not None:
+        missing = [f.name for f in files if not f.exists()]
+        if missing:
+            raise SystemExit(f"{len(missing)} of the first {first} tasks of {listing} are not collected yet "
+                             f"({missing[0]}, ...)")
+    return [f for f in files if f.exists()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    files = list(args.files) if args.files else sorted((REPO / "benchmarks" / "datasets" / "pgs").glob("*.parquet"))
+    files = list(args.files) if args.files else data_dir_files(args.data_dir, args.first_tasks)
     if not files:
         raise SystemExit("no dataset files: collect some with scripts/collect_pgs.py, or pass --files")
     data, checksums, load_secs = load_unchanged(files, lambda: load_oneshot_data(files, progress=not args.quiet))

@@ -91,3 +91,39 @@ def test_bad_conditioning_is_rejected():
         TaskPrior.from_zoo(parents={"r": ("k",)})
     with pytest.raises(ValueError, match="at least one layer row"):
         TaskPrior([])
+
+
+def _script(name: str):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    folder = Path(__file__).parents[1] / "scripts"
+    sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_capped_draw_stays_under_its_flops_and_a_longer_one_extends_it():
+    from tune_gym.tasks.task import Task
+
+    sample_tasks = _script("collect_pgs").sample_tasks
+    short, long = sample_tasks("uniform", 5, 0, "llvm", 0.5), sample_tasks("uniform", 12, 0, "llvm", 0.5)
+    assert long[:5] == short and len(set(long)) == 12
+    assert all(Task.parse(u).flops <= 0.5e9 for u in long)
+    assert sample_tasks("pgs", 4, 0, "llvm") == sample_tasks("pgs", 9, 0, "llvm")[:4]
+
+
+def test_training_data_of_the_first_tasks_of_a_collection_folder(tmp_path):
+    from agents.cli import dataset_name
+
+    data_dir_files = _script("train_oneshot").data_dir_files
+    uris = ["op://dense-v1/m8_n8_k8?target=llvm", "op://dense-v1/m8_n8_k16?target=llvm"]
+    (tmp_path / "tasks.txt").write_text("# header\n" + "\n".join(uris) + "\n")
+    (tmp_path / dataset_name(uris[0], "full")).write_bytes(b"")
+    assert data_dir_files(tmp_path, 1) == [tmp_path / dataset_name(uris[0], "full")]
+    assert data_dir_files(tmp_path) == [tmp_path / dataset_name(uris[0], "full")]  # what is collected so far
+    with pytest.raises(SystemExit, match="1 of the first 2 tasks .* are not collected yet"):
+        data_dir_files(tmp_path, 2)
