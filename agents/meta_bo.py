@@ -38,6 +38,7 @@ evaluation one batched call); what this agent adds:
 Checkpoints: ``checkpoint="auto"`` (default) picks, among the MetaTune checkpoints in
 ``agents/checkpoints/`` trained with both augmentation and MAML, the one trained on the most
 rows that never saw the task (:func:`pick_checkpoint`); ``checkpoint=PATH`` loads that file
+(``checkpoint=NAME``: a file in ``agents/checkpoints/``)
 (e.g. an ablation: ``--no-augment`` or ``--no-meta`` in ``scripts/train_metatune.py``).
 """
 
@@ -98,7 +99,8 @@ class MetaBOAgent(BatchBOAgent):
     """GP batch BO with a meta-learned MetaTune model as prior mean (see the module docstring).
 
     Args:
-        checkpoint: ``"auto"`` (see :func:`pick_checkpoint`) or a path to a MetaTune checkpoint.
+        checkpoint: ``"auto"`` (see :func:`pick_checkpoint`) or a MetaTune checkpoint
+            (a path, or a name in ``agents/checkpoints/``).
         fine_tune: fine-tune the model's regressor on the task's measurements before each plan.
         fine_tune_steps, fine_tune_lr: its Adam steps and step size (``None``: the model's, 50 and 1e-3).
         plan_size: configs per plan, the acquisition's ``q`` (16).
@@ -115,7 +117,7 @@ class MetaBOAgent(BatchBOAgent):
                  acquisition: str = "qlogei", mc_samples: int = 128, max_train: int = 500, chunk: int = 512,
                  invalid: str = "zero", device: str = "cpu") -> None:
         if not isinstance(checkpoint, (str, Path)) or not str(checkpoint):
-            raise ValueError(f"checkpoint must be 'auto' or a path, got {checkpoint!r}")
+            raise ValueError(f"checkpoint must be 'auto', a path or a checkpoint name, got {checkpoint!r}")
         if not isinstance(fine_tune, bool):
             raise ValueError(f"fine_tune must be True or False, got {fine_tune!r}")
         if fine_tune_steps is not None and (not isinstance(fine_tune_steps, (int, np.integer)) or fine_tune_steps < 1):
@@ -133,9 +135,7 @@ class MetaBOAgent(BatchBOAgent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        path = pick_checkpoint(task.uri) if self.checkpoint == "auto" else Path(self.checkpoint)
-        if not path.exists():
-            raise FileNotFoundError(f"MetaTune checkpoint {path} does not exist")
+        path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_checkpoint, "MetaTune")
         self.checkpoint_path = path
         self.cost_model = copy.deepcopy(_load(str(path.resolve())))  # fine-tuning changes this copy only
         self.template = self.cost_model.template_for(task)

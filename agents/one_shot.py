@@ -15,7 +15,8 @@ observed (the base class keeps them) but change nothing.
 
 Checkpoints: ``checkpoint="auto"`` picks, among the ``OneShotModel`` checkpoints in
 ``agents/checkpoints/``, the one trained on the most rows whose training tasks do not include
-the task being tuned; ``checkpoint=PATH`` loads that file. A task whose op the checkpoint never
+the task being tuned; ``checkpoint=PATH`` loads that file
+(``checkpoint=NAME``: a file in ``agents/checkpoints/``). A task whose op the checkpoint never
 saw (its sidecar lists ``ops``) is refused with :class:`agents.base.NotApplicable`, which says so
 (the leaderboard shows such a task as ``n/a``).
 """
@@ -68,7 +69,7 @@ class OneShotAgent(Agent):
     """See the module docstring.
 
     Args:
-        checkpoint: ``"auto"`` or a path to a ``OneShotModel`` checkpoint.
+        checkpoint: ``"auto"`` or a ``OneShotModel`` checkpoint (a path, or a name in ``agents/checkpoints/``).
         k: configs measured (the paper's 64).
         sa_points, sa_steps, sa_early_stop: the search (the paper's 512, 160, 50).
     """
@@ -84,9 +85,7 @@ class OneShotAgent(Agent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        path = pick_oneshot_checkpoint(task.uri) if self.checkpoint == "auto" else Path(self.checkpoint)
-        if not path.exists():
-            raise FileNotFoundError(f"One-Shot checkpoint {path} does not exist")
+        path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_oneshot_checkpoint, "One-Shot")
         self.checkpoint_path = path
         self.model = _load(str(path.resolve()))
         ops = self.model.metadata.get("ops")

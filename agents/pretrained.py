@@ -5,7 +5,8 @@ naming the model class (``"model"``), its config and metadata; the metadata list
 was trained on (``train_tasks``) and its training rows (``rows.train``). A pretrained agent with
 ``checkpoint="auto"`` must never tune a task with a model fitted on that task's data, so
 :func:`pick_checkpoint` returns the checkpoint of one model class trained on the most rows among
-those trained on none of the given tasks.
+those trained on none of the given tasks. :func:`checkpoint_path` resolves an agent's
+``checkpoint`` option: ``"auto"``, a path, or the name of a file in ``agents/checkpoints/``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECKPOINT_DIR", "CHECKPOINT_FORMAT", "pick_checkpoint", "read_checkpoint", "sha256", "write_checkpoint"]
+__all__ = ["CHECKPOINT_DIR", "CHECKPOINT_FORMAT", "checkpoint_path", "pick_checkpoint", "read_checkpoint", "sha256",
+           "write_checkpoint"]
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
@@ -61,6 +63,39 @@ def pick_checkpoint(model: str, task_uri: str | Iterable[str], directory: Path =
 
 
 @functools.lru_cache(maxsize=16)
+def checkpoint_path(value: str, task_uri: str, auto: Callable[[str], Path], kind: str) -> Path:
+    """The checkpoint file an agent's ``checkpoint`` option names for tuning ``task_uri``.
+
+    ``"auto"`` is ``auto(task_uri)`` (a checkpoint that never saw the task); otherwise a path, or
+    a checkpoint's name or file name in :data:`CHECKPOINT_DIR` (``tlp_holdout-resnet18_seed0``).
+    A named checkpoint whose sidecar lists the task among its training tasks still loads (an
+    explicit choice), with a warning that the run is not a transfer result.
+
+    Raises:
+        FileNotFoundError: nothing of that name (``kind`` names the model in the message).
+    """
+    if value == "auto":
+        return auto(task_uri)
+    path = Path(value)
+    if not path.exists():
+        for candidate in (CHECKPOINT_DIR / value, CHECKPOINT_DIR / f"{value}.pt"):
+            if candidate.exists() and "/" not in value:
+                path = candidate
+                break
+        else:
+            raise FileNotFoundError(f"{kind} checkpoint {value!r} does not exist (neither a file nor a checkpoint "
+                                    f"in {CHECKPOINT_DIR})")
+    sidecar = path.with_suffix(".json")
+    if sidecar.exists():
+        trained_on = json.loads(sidecar.read_text()).get("metadata", {}).get("train_tasks", ())
+        if task_uri in trained_on:
+            import warnings
+
+            warnings.warn(f"{kind} checkpoint {path.name} was trained on {task_uri}: results on it are not "
+                          "transfer results", stacklevel=3)
+    return path
+
+
 def sha256(path: str) -> str:
     """SHA-256 of a checkpoint file (cached per path), for run provenance."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()

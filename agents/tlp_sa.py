@@ -18,7 +18,8 @@ over the model's scores. Differences from ``xgb-sa``:
 Checkpoints live in ``agents/checkpoints/`` (weights + JSON sidecar listing the dataset files
 and tasks they were trained on). ``checkpoint="auto"`` (default) picks, among them, the one
 trained on the most rows that never saw the task being tuned, so a leaderboard run never ranks a
-task with a model fitted on that task's own table; ``checkpoint=PATH`` loads that file.
+task with a model fitted on that task's own table; ``checkpoint=PATH`` loads that file
+(``checkpoint=NAME``: a file in ``agents/checkpoints/``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class TLPSAAgent(ModelGuidedAgent):
     """Simulated annealing over a pretrained TLP model (see the module docstring).
 
     Args:
-        checkpoint: ``"auto"`` (see :func:`pick_checkpoint`) or a path to a TLP checkpoint.
+        checkpoint: ``"auto"`` (see :func:`pick_checkpoint`) or a TLP checkpoint (a path,
+            or a name in ``agents/checkpoints/``).
         fine_tune: ``"decoder"``, ``"all"`` or ``"none"``.
         fine_tune_epochs: passes over the task's measurements per refit.
         platform: the MTL head to use (``None``: the model's only head).
@@ -101,9 +103,7 @@ class TLPSAAgent(ModelGuidedAgent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        path = pick_checkpoint(task.uri) if self.checkpoint == "auto" else Path(self.checkpoint)
-        if not path.exists():
-            raise FileNotFoundError(f"TLP checkpoint {path} does not exist")
+        path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_checkpoint, "TLP")
         self.checkpoint_path = path
         self._pretrained = _load(str(path.resolve()))
         self.model = self._pretrained

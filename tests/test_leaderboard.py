@@ -269,3 +269,22 @@ def test_not_applicable_runs_are_recorded_validated_and_shown_as_na(suite_file, 
     assert "| n/a |" in text and "not in the results yet" not in text
     assert "test-refuses-dense on " in text and "(this agent never saw a dense task)" in text
     assert "test-refuses-dense" not in [r["agent"] for r in compute(out).rows]
+
+
+def test_an_agent_variant_runs_its_base_agent_with_its_own_options_as_a_row_of_its_own(suite_file, tmp_path):
+    text = (SUITE.replace('agents = ["random", "xgb-sa"]', 'agents = ["xgb-sa", "xgb-sa/small-plans"]')
+            .replace("seeds = 4", "seeds = 3")
+            .replace("[agent_options]", '[agent_options]\n"xgb-sa/small-plans" = { plan_size = 4, num_rounds = 10 }'))
+    suite_file.write_text(text)
+    out = tmp_path / "results.jsonl"
+    run_suite(load_suite(suite_file), out, progress=False)
+    _, runs = read_results(out)
+    by_agent = {a: [r for r in runs if r["spec"]["agent"] == a] for a in ("xgb-sa", "xgb-sa/small-plans")}
+    assert all(len(v) == 3 for v in by_agent.values())
+    assert by_agent["xgb-sa/small-plans"][0]["spec"]["options"] == {"plan_size": 4, "num_rounds": 10}
+    assert [r["configs"] for r in by_agent["xgb-sa"]] != [r["configs"] for r in by_agent["xgb-sa/small-plans"]]
+    assert validate(out, rerun=2).ok
+    assert {r["agent"] for r in compute(out).rows} == {"xgb-sa", "xgb-sa/small-plans"}
+    suite_file.write_text(text.replace('"xgb-sa/small-plans"]', '"nope/x"]'))
+    with pytest.raises(SuiteError, match=r"unknown agent\(s\) \['nope/x'\]"):
+        load_suite(suite_file)

@@ -167,3 +167,17 @@ def test_committed_checkpoint_beats_random_with_the_same_64_measurements():
     ours = [best("one-shot", s) for s in range(5)]
     rnd = [best("random", s) for s in range(5)]
     assert np.mean(ours) > np.mean(rnd), (ours, rnd)
+
+
+def test_checkpoint_option_takes_a_name_and_warns_on_a_checkpoint_that_saw_the_task(tmp_path):
+    from agents.pretrained import CHECKPOINT_DIR, checkpoint_path
+
+    never = lambda uri: pytest.fail("auto is not asked for")
+    assert checkpoint_path("oneshot_pgs_seed0", "op://x", never, "One-Shot") == CHECKPOINT_DIR / "oneshot_pgs_seed0.pt"
+    assert checkpoint_path("auto", "op://x", lambda uri: tmp_path / uri[5:], "One-Shot") == tmp_path / "x"
+    with pytest.raises(FileNotFoundError, match="One-Shot checkpoint 'nope' does not exist"):
+        checkpoint_path("nope", "op://x", never, "One-Shot")
+    uri = Task.parse("resnet18:7").uri
+    _checkpoint(tmp_path / "m.pt", [uri])
+    with pytest.warns(UserWarning, match="was trained on .*not transfer results"):
+        assert checkpoint_path(str(tmp_path / "m.pt"), uri, never, "One-Shot") == tmp_path / "m.pt"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.leaderboard.results import ResultsFile
-from benchmarks.leaderboard.suite import RunSpec, Suite
+from benchmarks.leaderboard.suite import RunSpec, Suite, base_agent
 
 __all__ = ["run_one", "run_suite"]
 
@@ -63,7 +63,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     env = make_env(spec)
     try:
         base = env.unwrapped
-        agent = make_agent(spec.agent, **spec.options)
+        agent = make_agent(base_agent(spec.agent), **spec.options)
         agent_secs = [0.0]
         for name in ("reset", "propose", "observe"):
             setattr(agent, name, _timed(getattr(agent, name), agent_secs))

@@ -10,6 +10,7 @@ A suite file::
     agents = ["*"]          # agent ids, "*" = every registered agent that is available
     [agent_options]         # optional per-agent options
     rl-ppo = { n_steps = 64 }
+    "meta-bo/no-fine-tune" = { fine_tune = false }   # a variant: ID/NAME runs agent ID with these options
 
     [[task]]
     id = "resnet18:7"       # suite task id or task URI
@@ -17,6 +18,9 @@ A suite file::
     budget = 128            # unique trials per run
     weight = 3              # occurrences in its network (the geometric mean's weight)
     backend = "surrogate"   # optional override of the suite's backend
+
+An agent entry ``ID/NAME`` is a variant of agent ``ID`` (an ablation, another checkpoint): it runs
+``ID`` with the options listed under its own name, and is a row of its own on the leaderboard.
 
 Every run of a suite is a :class:`RunSpec`; its :attr:`RunSpec.key` names it in the
 results file, so a resumed benchmark skips what is done, and a suite that grows (more
@@ -32,10 +36,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SUITE_DIR", "RunSpec", "Suite", "SuiteTask", "list_suites", "load_suite"]
+__all__ = ["SUITE_DIR", "RunSpec", "Suite", "SuiteTask", "base_agent", "list_suites", "load_suite"]
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "suites"
 _BACKENDS = ("replay", "surrogate", "live")
+
+
+def base_agent(name: str) -> str:
+    """The registered agent id of a suite's agent entry (``meta-bo/no-augment`` -> ``meta-bo``)."""
+    return name.split("/", 1)[0]
 
 
 class SuiteError(ValueError):
@@ -141,6 +150,11 @@ def load_suite(name: str | Path) -> Suite:
         from agents.base import list_agents, unavailable_agents
 
         agents = tuple(a for a in list_agents() if a not in unavailable_agents())
+    from agents.base import list_agents, unavailable_agents
+
+    if unknown := [a for a in agents if base_agent(a) not in {*list_agents(), *unavailable_agents()}]:
+        raise SuiteError(f"{path}: unknown agent(s) {unknown}; known: {', '.join(list_agents())} "
+                         "(a variant is ID/NAME with a known ID)")
     seeds, batch = int(raw.get("seeds", 10)), int(raw.get("batch", 8))
     if seeds < 1 or batch < 1:
         raise SuiteError(f"{path}: seeds and batch must be >= 1")
