@@ -1,40 +1,33 @@
 """One-Shot Tuner's data ablations: how the training data's tasks and configs shape the predictor.
 
-    python -m benchmarks.oneshot_ablation --model "PGS + EBS=agents/checkpoints/oneshot_pgs40_seed0.pt" \\
-        --model "uniform tasks + EBS=..." --model "PGS + random configs=..."
+    tune-gym bench --suite oneshot_ablation --leaderboard benchmarks/results/oneshot_ablation/LEADERBOARD.md
+    python -m benchmarks.oneshot_ablation benchmarks/results/leaderboard/oneshot_ablation.jsonl
 
-Each ``--model NAME=CHECKPOINT`` is a One-Shot predictor trained by ``scripts/train_oneshot.py`` on one
-kind of data (``scripts/collect_pgs.py --sampler pgs|uniform``, ``--plan explore:64|random:64``).
-For each, on the networks ``one-shot`` is evaluated on (tasks no predictor was trained on):
+The suite ``benchmarks/suites/oneshot_ablation.toml`` runs ``one-shot`` with predictors trained on
+different data (its variants' ``checkpoint`` options: ``scripts/collect_pgs.py --sampler pgs|uniform``
+and ``--plan explore:64|random:64``, then ``scripts/train_oneshot.py``) on the replay backend. This
+script adds, for each of those predictors, its **dataset metrics** on the committed datasets of the
+networks ``one-shot`` is evaluated on (tasks no predictor was trained on; the ops it covers), with
+:mod:`benchmarks.model_eval.run`'s definitions: top-1 and top-5 score, pairwise accuracy, nDCG@10,
+MSE; and its **tuning** result from the results file: the best of its 64 measurements over the
+optimum (the spaces are exhaustive), mean over seeds per task and geometric mean over tasks.
 
-* **dataset metrics** on every committed dataset of those networks' tasks whose op the predictor
-  covers (:mod:`benchmarks.model_eval.run`'s definitions): top-1 and top-5 score, pairwise
-  accuracy, nDCG@10, MSE;
-* **tuning**: the ``one-shot`` agent with that checkpoint on the replay backend (exhaustively
-  measured spaces, so the best known is the optimum): best throughput after its 64 measurements
-  over the optimum, mean over seeds per task, and the geometric mean over tasks.
-
-Output: ``benchmarks/results/oneshot_ablation/ablation.json`` and ``.md``. Everything follows
-``--seed``; the agent runs are exact replays, so they reproduce on any machine.
+Output: ``benchmarks/results/oneshot_ablation/ablation.json`` and ``.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["TASKS", "evaluate", "main"]
+__all__ = ["evaluate", "main"]
 
 OUT_DIR = Path(__file__).resolve().parent / "results" / "oneshot_ablation"
 NETWORKS = ("resnet18", "mobilenet_v2")
-#: The standard suite's exhaustively measured conv tasks of those networks.
-TASKS = ("resnet18:0", "resnet18:5", "resnet18:6", "resnet18:7", "resnet18:8", "resnet18:9", "resnet18:10",
-         "mobilenet_v2:17")
 
 
 def dataset_metrics(path: Path, shared: dict[str, Any]) -> dict[str, float]:
@@ -62,82 +55,73 @@ def dataset_metrics(path: Path, shared: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in out.items()}
 
 
-def tuning(path: Path, seeds: int, tasks: tuple[str, ...] = TASKS) -> dict[str, Any]:
-    """``one-shot`` with the checkpoint on replay: best / optimum per task (mean over seeds)."""
-    from benchmarks.leaderboard.runner import run_one
-    from benchmarks.leaderboard.suite import RunSpec
-    from tune_gym.datasets import load_dataset
-    from tune_gym.datasets.catalog import find_dataset
-    from tune_gym.tasks.task import Task
+def tuning(results: Path) -> dict[str, dict[str, Any]]:
+    """Per agent of the results file: best / optimum per task (mean over seeds) and the geomean."""
+    from benchmarks.leaderboard.report import compute
 
-    per_task: dict[str, dict[str, Any]] = {}
-    for tid in tasks:
-        entry = find_dataset(Task.parse(tid).uri, "compact")
-        if entry is None:
-            raise FileNotFoundError(f"no committed compact dataset of {tid}")
-        best = load_dataset(entry.path).best_gflops
-        quality, secs = [], []
-        for seed in range(seeds):
-            line = run_one(RunSpec("one-shot", tid, "compact", "replay", seed, budget=64, batch=8,
-                                   options={"checkpoint": str(path)}))
-            quality.append(line["best_gflops"] / best)
-            secs.append(line["agent_secs"])
-        per_task[tid] = {"quality": float(np.mean(quality)), "min": float(np.min(quality)),
-                         "agent_secs": float(np.mean(secs))}
-    q = [t["quality"] for t in per_task.values()]
-    return {"tasks": per_task, "geomean": float(np.exp(np.mean(np.log(q)))), "seeds": seeds}
+    lb = compute(results)
+    out: dict[str, dict[str, Any]] = {}
+    for (agent, task), cell in lb.cells.items():
+        out.setdefault(agent, {"tasks": {}})["tasks"][task] = {
+            "quality": float(np.mean(cell.vs_best)), "min": float(np.min(cell.vs_best)), "seeds": cell.seeds,
+            "agent_secs": float(np.mean(cell.agent_secs))}
+    for doc in out.values():
+        q = [t["quality"] for t in doc["tasks"].values()]
+        doc["geomean"] = float(np.exp(np.mean(np.log(q))))
+    return out
 
 
-def evaluate(models: dict[str, Path], seeds: int = 3) -> dict[str, Any]:
+def evaluate(results: Path) -> dict[str, Any]:
     from agents.models.oneshot import OneShotModel
+    from agents.one_shot import pick_oneshot_checkpoint
+    from agents.pretrained import checkpoint_path
+    from benchmarks.leaderboard.results import read_results
+    from benchmarks.leaderboard.suite import Suite, base_agent
+    from tune_gym.datasets.pgs import held_out_tasks
 
+    header, _ = read_results(results)
+    suite = Suite.from_dict(header["suite"])
+    tuned = tuning(results)
     shared: dict[str, Any] = {}
-    doc: dict[str, Any] = {"networks": list(NETWORKS), "seeds": seeds, "models": {}}
-    for name, path in models.items():
-        t0 = time.perf_counter()
-        meta = OneShotModel.load(path).metadata
-        print(f"{name}: {path.name}", flush=True)
-        doc["models"][name] = {
-            "checkpoint": path.name, "command": meta.get("command"),
-            "train_tasks": len(meta.get("train_tasks", ())), "rows": meta.get("rows"),
-            "dataset": dataset_metrics(path, shared), "tuning": tuning(path, seeds),
-            "seconds": round(time.perf_counter() - t0, 1),
-        }
+    doc: dict[str, Any] = {"results": str(results), "networks": list(NETWORKS), "seeds": suite.seeds, "models": {}}
+    for agent in suite.agents:
+        entry: dict[str, Any] = {"tuning": tuned.get(agent)}
+        if base_agent(agent) == "one-shot":
+            option = suite.agent_options.get(agent, {}).get("checkpoint", "auto")
+            path = checkpoint_path(option, "", lambda _: pick_oneshot_checkpoint(held_out_tasks(NETWORKS)),
+                                   "One-Shot")
+            meta = OneShotModel.load(path).metadata
+            print(f"{agent}: {path.name}", flush=True)
+            entry.update(checkpoint=path.name, command=meta.get("command"),
+                         train_tasks=len(meta.get("train_tasks", ())), dataset=dataset_metrics(path, shared))
+        doc["models"][agent] = entry
     return doc
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    names = list(doc["models"])
-    tasks = list(next(iter(doc["models"].values()))["tuning"]["tasks"]) if names else []
+    tasks = sorted({t for d in doc["models"].values() if d["tuning"] for t in d["tuning"]["tasks"]})
     lines = [f"Held-out networks: {', '.join(doc['networks'])}. Dataset metrics over their committed datasets; "
-             f"tuning: `one-shot` on replay, best of its 64 measurements over the optimum, mean of "
-             f"{doc['seeds']} seeds.", "",
-             "| training data | tasks | top-1 | top-5 | pairwise acc. | nDCG@10 | MSE | tuning (geomean) | "
-             + " | ".join(tasks) + " |",
+             f"tuning: best of 64 measurements over the optimum (replay), mean of {doc['seeds']} seeds "
+             f"(`{doc['results']}`).", "",
+             "| agent | predictor's training tasks | top-1 | top-5 | pairwise acc. | nDCG@10 | MSE "
+             "| tuning (geomean) | " + " | ".join(tasks) + " |",
              "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(tasks)]
-    for name in names:
-        d = doc["models"][name]
-        ds, tu = d["dataset"], d["tuning"]
-        lines.append(f"| {name} | {d['train_tasks']} | {ds['top1']:.3f} | {ds['top5']:.3f} | {ds['pairwise']:.3f} | "
-                     f"{ds['ndcg10']:.3f} | {ds['mse']:.3f} | {tu['geomean']:.3f} | "
-                     + " | ".join(f"{tu['tasks'][t]['quality']:.3f}" for t in tasks) + " |")
+    for name, d in doc["models"].items():
+        ds, tu = d.get("dataset") or {}, d["tuning"] or {"tasks": {}}
+        metrics = [f"{ds[k]:.3f}" if k in ds else "-" for k in ("top1", "top5", "pairwise", "ndcg10", "mse")]
+        quality = [f"{tu['tasks'][t]['quality']:.3f}" if t in tu["tasks"] else "-" for t in tasks]
+        geomean = f"{tu['geomean']:.3f}" if "geomean" in tu else "-"
+        lines.append(f"| {name} | {d.get('train_tasks', '-')} | " + " | ".join(metrics) + f" | {geomean} | "
+                     + " | ".join(quality) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", action="append", required=True, metavar="NAME=CHECKPOINT",
-                        help="a predictor and the name of its training data (repeat)")
-    parser.add_argument("--seeds", type=int, default=3, help="one-shot runs per task")
+    parser.add_argument("results", type=Path, help="results file of the oneshot_ablation suite")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
-    models = {}
-    for item in args.model:
-        name, sep, path = item.partition("=")
-        if not sep or not Path(path).exists():
-            parser.error(f"--model {item!r}: expected NAME=CHECKPOINT with an existing checkpoint file")
-        models[name] = Path(path)
-    doc = evaluate(models, args.seeds)
+    doc = evaluate(args.results)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "ablation.json").write_text(json.dumps(doc, indent=1) + "\n")
     table = markdown(doc)
