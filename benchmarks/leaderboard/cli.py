@@ -24,6 +24,15 @@ def _default_results(suite: str) -> Path:
     return RESULTS_DIR / f"{Path(suite).stem}.jsonl"
 
 
+def _default_leaderboard(results: Path) -> Path:
+    """``LEADERBOARD.md`` for the standard suite's results, else the results file's name with ``.md``
+    (so a study's suite does not overwrite the project's leaderboard)."""
+    from benchmarks.leaderboard.results import read_results
+
+    header, _ = read_results(results)
+    return Path("LEADERBOARD.md") if header["suite"]["name"] == "standard" else Path(results).with_suffix(".md")
+
+
 def _command() -> str:
     return shlex.join(["tune-gym", *sys.argv[1:]])
 
@@ -40,7 +49,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         progress=not args.quiet)
     print(f"{len(results.runs)} runs in {out}")
     if not args.no_leaderboard:
-        path = write_leaderboard(out, args.leaderboard, command=_command())
+        path = write_leaderboard(out, args.leaderboard or _default_leaderboard(out), command=_command())
         print(path.read_text(encoding="utf-8").split("\n## Per task")[0])
     return 0
 
@@ -48,7 +57,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from benchmarks.leaderboard.report import write_leaderboard
 
-    path = write_leaderboard(args.results, args.out, command=_command())
+    path = write_leaderboard(args.results, args.out or _default_leaderboard(args.results), command=_command())
     print(path.read_text(encoding="utf-8").split("\n## Per task")[0])
     print(f"wrote {path}")
     return 0
@@ -76,14 +85,16 @@ def register(sub: Any) -> None:
     p.add_argument("--agents", help="comma-separated agent ids (default: the suite's)")
     p.add_argument("--out", type=Path, help="results file (default benchmarks/results/leaderboard/SUITE.jsonl)")
     p.add_argument("--ray", metavar="ADDRESS", help="dispatch runs to a Ray cluster ('auto', 'local', ray://...)")
-    p.add_argument("--leaderboard", type=Path, default=Path("LEADERBOARD.md"), help="markdown file to write")
+    p.add_argument("--leaderboard", type=Path,
+                   help="markdown file to write (default: LEADERBOARD.md for the standard suite, else RESULTS.md)")
     p.add_argument("--no-leaderboard", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("leaderboard", help="write LEADERBOARD.md (table and plots) from a results file")
     p.add_argument("results", type=Path, nargs="?", default=_default_results("standard"))
-    p.add_argument("--out", type=Path, default=Path("LEADERBOARD.md"))
+    p.add_argument("--out", type=Path,
+                   help="markdown file (default: LEADERBOARD.md for the standard suite, else RESULTS.md)")
     p.set_defaults(fn=cmd_leaderboard)
 
     p = sub.add_parser("validate", help="replay a results file and confirm every number")
