@@ -198,6 +198,7 @@ def test_leaderboard_report(suite_file, tmp_path):
     md = write_leaderboard(out, tmp_path / "LEADERBOARD.md", plots=tmp_path / "plots")
     text = md.read_text()
     assert "| 1 |" in text and "random" in text and "xgb-sa" in text
+    assert "| agent | @8 | @16 | @24 |" in text  # best-so-far at 8, 16 and the full 24 trials
     assert (tmp_path / "plots" / "best_so_far.png").stat().st_size > 1000
     assert (tmp_path / "plots" / "best_so_far_time.png").stat().st_size > 1000
     assert (tmp_path / "plots" / "random_relative_score.png").stat().st_size > 1000

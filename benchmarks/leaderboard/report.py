@@ -189,6 +189,24 @@ def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData],
     return rows
 
 
+def _trial_marks(lb: Leaderboard) -> list[int]:
+    """Powers of two from 8 up to the longest run (and that run's length)."""
+    longest = max((len(x) for c in lb.cells.values() for x in c.curves), default=0)
+    marks = [k for k in (8, 16, 32, 64, 128, 256, 512) if k < longest]
+    return marks + [longest] if longest else []
+
+
+def _at_trials(lb: Leaderboard, agent: str, ks: list[int]) -> list[float]:
+    """Per k: weighted geomean over the agent's tasks of the median over seeds of best-so-far / best
+    known after k trials (a shorter run keeps its final value)."""
+    cells = [c for (a, _), c in lb.cells.items() if a == agent and c.curves]
+    out = []
+    for k in ks:
+        per_task = [float(np.median([x[min(k, len(x)) - 1] if len(x) else 0.0 for x in c.curves])) for c in cells]
+        out.append(M.geomean(per_task, [c.weight for c in cells]) if cells else math.nan)
+    return out
+
+
 def _missing_runs(lb: Leaderboard) -> dict[str, int]:
     """Agent -> runs of the current suite that the results file does not hold."""
     from benchmarks.leaderboard.suite import Suite
@@ -271,6 +289,15 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     if missing:
         lines += ["", "Runs of the suite not in the results yet (`tune-gym bench --suite NAME` adds them): "
                   + ", ".join(f"{a} {n}" for a, n in sorted(missing.items())) + "."]
+    lines += ["", "## Best-so-far at fixed trial counts", "",
+              "Best GFLOPS found within the first k trials over the best known, median over seeds, geometric mean "
+              "over tasks with the same weights as **vs best** (a jump start shows in the first columns; a run that "
+              "stopped before k trials counts with its final best).", ""]
+    ks = _trial_marks(lb)
+    lines.append("| agent | " + " | ".join(f"@{k}" for k in ks) + " |")
+    lines.append("|---|" + "---:|" * len(ks))
+    for r in lb.rows:
+        lines.append(f"| {r['agent']} | " + " | ".join(_fmt(v) for v in _at_trials(lb, r["agent"], ks)) + " |")
     lines += ["", "## Per task", "",
               "Median final GFLOPS over the best known, and trials to 100% of it (median [IQR]; `never (k/n)`: "
               "k of n seeds reached it).", ""]
