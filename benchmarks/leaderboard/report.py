@@ -189,6 +189,12 @@ def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData],
     return rows
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory (where the commands are run) when inside it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def _trial_marks(lb: Leaderboard) -> list[int]:
     """Powers of two from 8 up to the longest run (and that run's length)."""
     longest = max((len(x) for c in lb.cells.values() for x in c.curves), default=0)
@@ -256,7 +262,7 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     lines = [
         f"# Leaderboard: suite `{suite['name']}`", "",
         f"{suite['description']}. {len(lb.tasks)} tasks x {len(suite['agents'])} agents x {suite['seeds']} seeds "
-        f"(batch {suite['batch']}); results `{rel(results)}` (validate with `tune-gym validate {rel(results)}`).",
+        f"(batch {suite['batch']}); results `{_shown(results)}` (validate with `tune-gym validate {_shown(results)}`).",
         f"Benchmark host: {host.get('cpu')} ({host.get('logical_cores')} cores, LLVM cpu {host.get('llvm_cpu')}); "
         f"the datasets' hosts are in `benchmarks/datasets/README.md`. Written {time.strftime('%Y-%m-%d')}"
         + (f" by `{command}`." if command else "."), "",
