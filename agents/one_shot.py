@@ -17,8 +17,9 @@ Checkpoints: ``checkpoint="auto"`` picks, among the ``OneShotModel`` checkpoints
 ``agents/checkpoints/``, the one trained on the most rows whose training tasks do not include
 the task being tuned; ``checkpoint=PATH`` loads that file
 (``checkpoint=NAME``: a file in ``agents/checkpoints/``). A task whose op the checkpoint never
-saw (its sidecar lists ``ops``) is refused with :class:`agents.base.NotApplicable`, which says so
-(the leaderboard shows such a task as ``n/a``).
+saw (its sidecar lists ``ops``), or a space preset it was not trained on (a ``full``-space
+predictor reads ``compact`` configs as mostly empty knob columns), is refused with
+:class:`agents.base.NotApplicable`, which says so (the leaderboard shows such a task as ``n/a``).
 """
 
 from __future__ import annotations
@@ -88,10 +89,9 @@ class OneShotAgent(Agent):
         path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_oneshot_checkpoint, "One-Shot")
         self.checkpoint_path = path
         self.model = _load(str(path.resolve()))
-        ops = self.model.metadata.get("ops")
-        if ops and task.op not in ops:
-            raise NotApplicable(f"the One-Shot checkpoint {path.name} was trained on {', '.join(ops)} tasks only, "
-                             f"not {task.op}")
+        why = self.model.not_covered(task.op, space.preset)
+        if why is not None:
+            raise NotApplicable(f"the One-Shot checkpoint {path.name} was {why}")
         self._features = _featurizer(task, space.preset, self.model.shape)
         self._picks: list[Config] | None = None
         self.predictions = 0

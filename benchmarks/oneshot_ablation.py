@@ -45,10 +45,10 @@ def dataset_metrics(path: Path, shared: dict[str, Any]) -> dict[str, float]:
     from agents.models.oneshot import OneShotModel
     from tune_gym.tasks.task import Task
 
-    ops = set(OneShotModel.load(path).metadata.get("ops", []))
-    groups = [g for g in groups if Task.parse(g.task).op in ops]
+    model = OneShotModel.load(path)
+    groups = [g for g in groups if model.not_covered(Task.parse(g.task).op, g.preset) is None]
     scored = _transfer_oneshot(data, groups, lambda _: None, path)
-    assert scored is not None  # every group's op is covered
+    assert scored is not None  # every group is covered
     cost = {f"{g.task}|{g.preset}": data.cost[g.rows] for g in groups}
     out = _metrics(groups, scored[0], cost, True, 0)
     out["datasets"] = len(groups)

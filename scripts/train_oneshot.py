@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "val_fraction": args.val_fraction, "rows": {"train": len(train), "val": len(val),
                                                     "dropped_by_ebs_filter": int((~keep).sum())},
         "train_tasks": sorted(tasks.tolist()), "val_tasks": sorted(val_tasks), "ops": ops,
+        "presets": sorted({f["preset"] for f in checksums}),
         "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
         "load_secs": load_secs, "scores": scores,
     }

@@ -307,6 +307,32 @@ class OneShotModel:
         out = [self.net(*(p[i: i + 4096] for p in parts)) for i in range(0, len(parts[0]), 4096)]
         return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)
 
+    @property
+    def ops(self) -> list[str]:
+        """The ops of the training tasks (empty when the sidecar does not say)."""
+        return list(self.metadata.get("ops", []))
+
+    @property
+    def presets(self) -> list[str]:
+        """The space presets of the training data (older sidecars: their files' presets)."""
+        if "presets" in self.metadata:
+            return list(self.metadata["presets"])
+        return sorted({f["preset"] for f in self.metadata.get("files", []) if "preset" in f})
+
+    def not_covered(self, op: str, preset: str) -> str | None:
+        """Why this predictor cannot score configs of ``op`` in a ``preset`` space, or None.
+
+        The knob columns of a ``compact`` space (two-level tiles) do not fit those of the
+        ``full`` space (four-level tiles) the sampled-task data use, so a predictor trained on
+        one preset sees the other's configs as mostly zero columns: its scores there are noise
+        (Spearman 0.0 on ResNet-18's exhaustive compact spaces, 0.6-0.8 on full-space data).
+        """
+        if self.ops and op not in self.ops:
+            return f"trained on {', '.join(self.ops)} tasks only, not {op}"
+        if self.presets and preset not in self.presets:
+            return f"trained on {', '.join(self.presets)}-preset spaces only, not {preset}"
+        return None
+
     def predict_data(self, data: OneShotData) -> np.ndarray:
         return self.predict(data.task_x, data.knob_x, data.seq)
 

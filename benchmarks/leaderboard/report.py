@@ -286,9 +286,11 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
                      f"{r['runs']}{' (' + str(r['na_tasks']) + ' tasks n/a)' if r['na_tasks'] else ''} |")
     partial = sorted({a for a, _ in lb.not_applicable})
     if partial:
+        reasons: dict[tuple[str, str], list[str]] = {}  # (agent, reason) -> tasks
+        for (a, t), why in lb.not_applicable.items():
+            reasons.setdefault((a, why), []).append(t)
         lines += ["", "Not applicable (`n/a` in the per-task table): " + "; ".join(
-            f"{a} on {', '.join(t for (b, t) in lb.not_applicable if b == a)} "
-            f"({next(w for (b, _), w in lb.not_applicable.items() if b == a)})" for a in partial)
+            f"{a} on {', '.join(tasks)} ({why})" for (a, why), tasks in sorted(reasons.items()))
             + ". Such an agent's aggregates are over the tasks it ran, so they compare with the other rows "
             "only roughly; compare it task by task below."]
     missing = _missing_runs(lb)
