@@ -17,9 +17,10 @@ Checkpoints: ``checkpoint="auto"`` picks, among the ``OneShotModel`` checkpoints
 ``agents/checkpoints/``, the one trained on the most rows whose training tasks do not include
 the task being tuned; ``checkpoint=PATH`` loads that file
 (``checkpoint=NAME``: a file in ``agents/checkpoints/``). A task whose op the checkpoint never
-saw (its sidecar lists ``ops``), or a space preset it was not trained on (a ``full``-space
-predictor reads ``compact`` configs as mostly empty knob columns), is refused with
-:class:`agents.base.NotApplicable`, which says so (the leaderboard shows such a task as ``n/a``).
+saw (its sidecar lists ``ops``) is refused with :class:`agents.base.NotApplicable`, which says so
+(the leaderboard shows such a task as ``n/a``). A predictor trained on ``full`` spaces scores
+``compact`` ones too: :class:`agents.models.oneshot.KnobColumns` places their knob values in the
+full space's columns by tiling level.
 """
 
 from __future__ import annotations
@@ -89,20 +90,30 @@ class OneShotAgent(Agent):
         path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_oneshot_checkpoint, "One-Shot")
         self.checkpoint_path = path
         self.model = _load(str(path.resolve()))
-        why = self.model.not_covered(task.op, space.preset)
+        why = self.model.not_covered(task.op)
         if why is not None:
             raise NotApplicable(f"the One-Shot checkpoint {path.name} was {why}")
         self._features = _featurizer(task, space.preset, self.model.shape)
         self._picks: list[Config] | None = None
-        self.predictions = 0
+        self._scores: dict[bytes, float] = {}
+        self.predictions = 0  # configs predicted (distinct)
 
     def describe(self) -> dict[str, Any]:
         path = self.checkpoint_path.resolve()
         return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
     def score(self, configs: np.ndarray) -> np.ndarray:
-        self.predictions += len(configs)
-        return self.model.predict(*self._features(configs))
+        """The frozen predictor's scores, each distinct config predicted once per run (the search
+        revisits configs often: on a compact space of 640 configs, 512 points x 160 steps)."""
+        configs = np.asarray(configs, dtype=np.int64)
+        rows, inverse = np.unique(configs, axis=0, return_inverse=True)
+        keys = [r.tobytes() for r in rows]
+        new = [i for i, k in enumerate(keys) if k not in self._scores]
+        if new:
+            self.predictions += len(new)
+            for i, v in zip(new, self.model.predict(*self._features(rows[new]))):
+                self._scores[keys[i]] = float(v)
+        return np.array([self._scores[k] for k in keys])[inverse.reshape(-1)]
 
     def propose(self, n: int) -> list[Config]:
         if self._picks is None:  # the one search

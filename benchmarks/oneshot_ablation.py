@@ -46,7 +46,7 @@ def dataset_metrics(path: Path, shared: dict[str, Any]) -> dict[str, float]:
     from tune_gym.tasks.task import Task
 
     model = OneShotModel.load(path)
-    groups = [g for g in groups if model.not_covered(Task.parse(g.task).op, g.preset) is None]
+    groups = [g for g in groups if model.not_covered(Task.parse(g.task).op) is None]
     scored = _transfer_oneshot(data, groups, lambda _: None, path)
     assert scored is not None  # every group is covered
     cost = {f"{g.task}|{g.preset}": data.cost[g.rows] for g in groups}

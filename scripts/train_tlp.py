@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from training_common import REPO, command_line, load_unchanged, plot_losses, wrote
 
 from agents.models import metrics
-from agents.models.rank_data import RankingData, held_out_mask, load_ranking_data
+from agents.models.rank_data import RankingData, held_out_mask, load_ranking_data, thin_platform
 from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
 
 
@@ -82,14 +82,6 @@ def choose_target(data: RankingData, requested: str | None, needed: bool) -> str
     return None
 
 
-def thin_target(data: RankingData, target: str, fraction: float, rng: np.random.Generator) -> RankingData:
-    """Keep a random ``fraction`` of the target platform's rows and every other row."""
-    rows = np.flatnonzero(data.platform == target)
-    keep = np.ones(len(data), dtype=bool)
-    keep[rng.choice(rows, size=len(rows) - round(fraction * len(rows)), replace=False)] = False
-    return data.subset(keep)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = command_line("train_tlp.py", argv)
@@ -112,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     target = choose_target(pool, args.target_platform, needed=args.platform_fraction < 1)
     rng = np.random.default_rng(args.seed)
     if target is not None and args.platform_fraction < 1:  # choose_target gave one: it was needed
-        pool = thin_target(pool, target, args.platform_fraction, rng)
+        pool = thin_platform(pool, target, args.platform_fraction, rng)
     is_val = np.zeros(len(pool), dtype=bool)
     is_val[rng.permutation(len(pool))[:round(args.val_fraction * len(pool))]] = True
     train, val = pool.subset(~is_val), pool.subset(is_val)

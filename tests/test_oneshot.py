@@ -69,18 +69,31 @@ def test_training_is_seeded_and_save_load_round_trips(tmp_path):
         OneShotModel.load(tmp_path / "other.pt")
 
 
-def test_compact_knobs_land_in_the_full_space_columns():
+def test_compact_knobs_land_in_the_full_space_columns_by_tiling_level():
+    """A compact config reads as the full-space config with the same loop nest: its two-level
+    tiles fill the full split's outermost and innermost levels, and the loops it never splits
+    (the reductions) hold their whole extent outermost."""
     task = Task.parse("resnet18:7")
-    compact = KnobSpace.for_task(task, "compact")
-    full = KnobFeaturizer(KnobSpace.for_task(task, "full"))
+    compact, full_space = KnobSpace.for_task(task, "compact"), KnobSpace.for_task(task, "full")
+    full = KnobFeaturizer(full_space)
     configs = compact.sample(np.random.default_rng(0), 20)
     got = KnobColumns(compact)(configs)
-    want = np.nan_to_num(full.from_knobs([compact.to_dict(c) for c in configs]), nan=0.0)
+
+    def as_full(knobs: dict) -> dict:
+        out = {k: ((v[0], 1, 1, v[1]) if isinstance(v, tuple) and len(v) == 2 else v) for k, v in knobs.items()}
+        out.update(tile_rc=(256, 1), tile_ry=(3, 1), tile_rx=(3, 1))  # not split in the compact space
+        return out
+
+    want = np.nan_to_num(full.from_knobs([as_full(compact.to_dict(c)) for c in configs]), nan=0.0)
     assert np.allclose(got[:, : full.dim], want) and not got[:, full.dim:].any()
+    assert {k.name for k in full_space.knobs} - {k.name for k in compact.knobs} == {
+        "tile_rc", "tile_ry", "tile_rx", "compute_at_pad_temp"}  # the knobs as_full fills or leaves at 0
+    full_configs = full_space.sample(np.random.default_rng(0), 20)  # a full space's columns are its own values
+    assert np.allclose(KnobColumns(full_space)(full_configs)[:, : full.dim], np.nan_to_num(full(full_configs), nan=0.0))
 
 
-def _checkpoint(path, tasks, ops=("conv2d_nchw",), rows=10, presets=("compact", "full")) -> None:
-    OneShotModel(seed=rows, **SMALL).save(path, {"train_tasks": list(tasks), "ops": list(ops), "presets": list(presets),
+def _checkpoint(path, tasks, ops=("conv2d_nchw",), rows=10) -> None:
+    OneShotModel(seed=rows, **SMALL).save(path, {"train_tasks": list(tasks), "ops": list(ops),
                                                  "rows": {"train": rows}, "command": "test"})
 
 
@@ -109,7 +122,7 @@ def test_one_shot_measures_k_configs_once_and_never_updates_its_model(tmp_path):
     assert len(result.trials) == 64 and len(agent.seen) == 64
     assert agent.propose(8) == []
     before = {k: v.clone() for k, v in agent.model.net.state_dict().items()}
-    assert agent.predictions <= 64 * 11  # one search of 64 points x (1 + 10 steps), nothing after
+    assert agent.predictions <= 640  # one search of 64 points x (1 + 10 steps) over 640 configs, each predicted once
     again = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"), sa_points=64, sa_steps=10)
     env = _env()
     rerun = run(again, env, seed=0)
@@ -126,19 +139,6 @@ def test_one_shot_refuses_ops_its_checkpoint_never_saw(tmp_path):
         agent.reset(space, space.task, seed=0)
     with pytest.raises(ValueError, match="k \\(configs to measure\\) must be >= 1"):
         make_agent("one-shot", k=0)
-
-
-def test_one_shot_refuses_a_space_preset_its_checkpoint_never_saw(tmp_path):
-    _checkpoint(tmp_path / "m.pt", ["op://other"], presets=("full",))
-    agent = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"))
-    space = KnobSpace.for_task(Task.parse("resnet18:7"), "compact")
-    with pytest.raises(NotApplicable, match="trained on full-preset spaces only, not compact"):
-        agent.reset(space, space.task, seed=0)
-    agent.reset(KnobSpace.for_task(space.task, "full"), space.task, seed=0)  # the preset it knows
-    # a sidecar without "presets" (older checkpoints) is read through its files' presets
-    model = OneShotModel(**SMALL)
-    model.metadata = {"files": [{"path": "a.parquet", "preset": "full"}]}
-    assert model.presets == ["full"] and model.not_covered("conv2d_nchw", "compact") is not None
 
 
 def test_oneshot_report_compares_time_to_equal_quality(tmp_path):
@@ -159,17 +159,17 @@ def test_oneshot_report_compares_time_to_equal_quality(tmp_path):
     assert row["saving"] == 0.5 and not row["saving_is_lower_bound"]
 
 
-@pytest.mark.slow  # a few minutes: five one-shot searches of 512 points with the committed model, and 5 random runs
 def test_committed_checkpoint_beats_random_with_the_same_64_measurements():
-    """On held-out resnet18:1's full space (the surrogate fitted on its 3000 measured configs; the
-    committed checkpoint was trained only on sampled tasks, none of them ResNet-18's), one-shot's 64
-    measurements find better configs than 64 random ones, over 5 seeds. On the standard leaderboard's
-    10 seeds: 43.2 GFLOPS against 38.4 for random search's first 64 trials (best measured 94.7).
-    The committed predictor scores configs of full spaces only; on compact spaces it declines."""
+    """On held-out, exhaustively measured resnet18:5 (replayed; the committed checkpoint was trained
+    only on full spaces of sampled tasks, none of them ResNet-18's, and reads this compact space
+    through :class:`KnobColumns`), one-shot's 64 measurements find better configs than 64 random
+    ones, over 5 seeds. Measured: 45.64 GFLOPS, the space's optimum, in every seed, against
+    40.2-43.7 for random search (mean 41.9); on resnet18:7, 64.00 in every seed (optimum 65.77)
+    against 46.3-65.1 (mean 60.1)."""
     import gymnasium as gym
 
     def best(agent_id: str, seed: int) -> float:
-        env = gym.make("tune_gym/Tune-v0", task="resnet18:1", preset="full", backend="surrogate", batch_size=8,
+        env = gym.make("tune_gym/Tune-v0", task="resnet18:5", preset="compact", backend="replay", batch_size=8,
                        budget=64, reward_norm=1.0)
         result = run(make_agent(agent_id), env, seed=seed)
         env.close()

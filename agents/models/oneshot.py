@@ -37,6 +37,7 @@ their task's best before training, as the paper's exploration-based sampling doe
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -107,10 +108,15 @@ class OneShotData:
 class KnobColumns:
     """Knob values of a space's configs in the column layout of the task's ``full`` space.
 
-    Columns are those of :class:`agents.models.features.KnobFeaturizer` on the full space; a
-    ``compact`` space's knobs (a subset, by name, with fewer choices) land in the same columns, so
-    one predictor reads both presets alike. Knobs the space lacks, and values that do not fit a
-    column (another number of split factors), are 0.
+    Columns are those of :class:`agents.models.features.KnobFeaturizer` on the full space, so
+    one predictor reads both presets alike. A ``compact`` space tiles with fewer levels than the
+    full one (MultiLevelTiling ``SRS`` against ``SSRSRS`` on CPUs), so its values are placed by
+    what the levels mean: a split ``(outer, ..., inner)`` fills the full split's outermost and
+    innermost factors with ones between (``(16, 16)`` reads as ``(16, 1, 1, 16)``), and a loop the
+    compact space does not split at all (its reduction loops) reads as the whole extent in the
+    outermost factor (``(256, 1)``). Without this placement the compact configs would be mostly
+    zero columns, and the predictor's scores there were noise (Spearman 0.0 on ResNet-18's
+    exhaustive compact spaces; 0.29-0.58 with it). Other knobs the space lacks are 0.
     """
 
     def __init__(self, space: KnobSpace) -> None:
@@ -124,19 +130,35 @@ class KnobColumns:
         offsets = dict(zip((k.name for k in full.knobs), np.cumsum([0, *layout.widths[:-1]]).tolist()))
         widths = dict(zip((k.name for k in full.knobs), layout.widths))
         kinds = {k.name: k.kind for k in full.knobs}
+        own = {k.name for k in space.knobs}
         self.n_knobs = len(space.knobs)
+        self.base = np.zeros(KNOB_DIM, dtype=np.float32)  # the columns of knobs the space lacks
+        for knob in full.knobs:
+            if knob.name not in own and knob.kind == "split":
+                whole = (math.prod(knob.choices[0]), *[1] * (widths[knob.name] - 1))
+                self.base[offsets[knob.name]: offsets[knob.name] + widths[knob.name]] = np.log2(whole)
         self.parts: list[tuple[int, int, np.ndarray]] = []  # (knob index, first column, table)
         for j, knob in enumerate(space.knobs):
             if knob.name in offsets:
-                table = np.nan_to_num(_knob_values(kinds[knob.name], knob.choices, widths[knob.name]), nan=0.0)
+                width = widths[knob.name]
+                values = [_to_levels(v, width) for v in knob.choices] if knob.kind == "split" else knob.choices
+                table = np.nan_to_num(_knob_values(kinds[knob.name], values, width), nan=0.0)
                 self.parts.append((j, offsets[knob.name], table.astype(np.float32)))
 
     def __call__(self, configs: np.ndarray | list[Any]) -> np.ndarray:
         idx = np.asarray(configs, dtype=np.int64).reshape(-1, self.n_knobs)
-        out = np.zeros((len(idx), KNOB_DIM), dtype=np.float32)
+        out = np.repeat(self.base[None], len(idx), axis=0)
         for j, first, table in self.parts:
             out[:, first: first + table.shape[1]] = table[idx[:, j]]
         return out
+
+
+def _to_levels(factors: Any, width: int) -> Any:
+    """A split's factors as ``width`` levels: the outermost first, the rest innermost, ones between."""
+    factors = tuple(factors)
+    if not 1 <= len(factors) < width:
+        return factors  # already that many levels (or more: then it does not fit, and reads as 0)
+    return (factors[0], *[1] * (width - len(factors)), *factors[1:])
 
 
 class OneShotFeaturizer:
@@ -312,25 +334,10 @@ class OneShotModel:
         """The ops of the training tasks (empty when the sidecar does not say)."""
         return list(self.metadata.get("ops", []))
 
-    @property
-    def presets(self) -> list[str]:
-        """The space presets of the training data (older sidecars: their files' presets)."""
-        if "presets" in self.metadata:
-            return list(self.metadata["presets"])
-        return sorted({f["preset"] for f in self.metadata.get("files", []) if "preset" in f})
-
-    def not_covered(self, op: str, preset: str) -> str | None:
-        """Why this predictor cannot score configs of ``op`` in a ``preset`` space, or None.
-
-        The knob columns of a ``compact`` space (two-level tiles) do not fit those of the
-        ``full`` space (four-level tiles) the sampled-task data use, so a predictor trained on
-        one preset sees the other's configs as mostly zero columns: its scores there are noise
-        (Spearman 0.0 on ResNet-18's exhaustive compact spaces, 0.6-0.8 on full-space data).
-        """
+    def not_covered(self, op: str) -> str | None:
+        """Why this predictor cannot score configs of ``op`` (an op its training tasks lack), or None."""
         if self.ops and op not in self.ops:
             return f"trained on {', '.join(self.ops)} tasks only, not {op}"
-        if self.presets and preset not in self.presets:
-            return f"trained on {', '.join(self.presets)}-preset spaces only, not {preset}"
         return None
 
     def predict_data(self, data: OneShotData) -> np.ndarray:

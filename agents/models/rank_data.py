@@ -42,7 +42,7 @@ import numpy as np
 if TYPE_CHECKING:
     from tune_gym.datasets import Dataset
 
-__all__ = ["RankingData", "default_cache_dir", "held_out_mask", "load_ranking_data", "task_networks"]
+__all__ = ["RankingData", "default_cache_dir", "held_out_mask", "load_ranking_data", "task_networks", "thin_platform"]
 
 #: Rows encoded per step of the progress bar.
 _CHUNK = 256
@@ -137,6 +137,17 @@ def held_out_mask(data: RankingData, networks: Sequence[str]) -> tuple[np.ndarra
     weights = {n: {uri: nets[n] for uri, nets in occurs.items() if n in nets} for n in networks}
     held = {uri for w in weights.values() for uri in w}
     return np.array([t in held for t in data.task.tolist()], dtype=bool), weights
+
+
+def thin_platform(data: RankingData, platform: str, fraction: float, rng: np.random.Generator) -> RankingData:
+    """Keep a random ``fraction`` of ``platform``'s rows (rounded) and every other row
+    (MTL-TLP's setting: little data on the target machine, all of it on the others)."""
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    rows = np.flatnonzero(data.platform == platform)
+    keep = np.ones(len(data), dtype=bool)
+    keep[rng.choice(rows, size=len(rows) - round(fraction * len(rows)), replace=False)] = False
+    return data.subset(keep)
 
 
 def default_cache_dir() -> Path:

@@ -165,7 +165,7 @@ def _transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None]
                       ) -> tuple[dict[str, np.ndarray], str] | None:
     """Scores of a One-Shot predictor on every group: the checkpoint at ``path``, by default the
     committed one ``one-shot`` would use (trained on sampled tasks, none of the held-out ones);
-    None when there is no such checkpoint or it does not cover every group (op and space preset)."""
+    None when there is no such checkpoint or it lacks an op of the groups."""
     from agents.models.oneshot import KnobColumns, OneShotModel
     from agents.one_shot import pick_oneshot_checkpoint
     from tune_gym.features.task import task_features
@@ -182,10 +182,9 @@ def _transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None]
     leaked = sorted({g.task for g in groups} & set(model.metadata.get("train_tasks", ())))
     if leaked:
         raise ValueError(f"One-Shot checkpoint {path} was trained on held-out tasks {leaked}")
-    why = sorted({w for g in groups if (w := model.not_covered(Task.parse(g.task).op, g.preset)) is not None})
+    why = sorted({w for g in groups if (w := model.not_covered(Task.parse(g.task).op)) is not None})
     if why:  # scores on a subset of the groups would not compare with the other rows
-        log(f"transfer: no One-Shot row: {path.name} was {'; '.join(why)} (see benchmarks/oneshot_ablation.py "
-            f"for its metrics on the datasets it covers)")
+        log(f"transfer: no One-Shot row: {path.name} was {'; '.join(why)}")
         return None
     log(f"transfer: One-Shot predictor from checkpoint {path.name}")
     out = {}
