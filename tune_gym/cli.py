@@ -41,13 +41,13 @@ def parse_task(text: str) -> Any:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from tune_gym.tasks.suites import SUITES, get_suite
+    from tune_gym.tasks.suites import get_suite, suite_names
 
-    names = [args.suite] if args.suite else list(SUITES)
+    names = [args.suite] if args.suite else suite_names()
     for name in names:
         suite = get_suite(name)
         print(f"{name}: {suite.description} ({len(suite)} tasks)")
-        for i, st in enumerate(suite.tasks):
+        for i, st in zip(suite.task_ids, suite.tasks):
             size = ""
             if args.sizes:
                 from tune_gym.space import KnobSpace

@@ -135,6 +135,10 @@ class KnobSpace:
     validity checks; the measurement backends use one space per process.
     """
 
+    #: Whether a config has a TVM schedule (:meth:`trace`, :meth:`apply`); False for simulated
+    #: targets whose spaces are not MetaSchedule spaces (:class:`tune_gym.vta.space.VTASpace`).
+    has_schedules = True
+
     def __init__(self, task: Task, preset: str = "full", seed: int = 0) -> None:
         if preset not in PRESETS:
             raise SpaceError(f"unknown space preset {preset!r}; known: {', '.join(PRESETS)}")
@@ -203,8 +207,43 @@ class KnobSpace:
     # ------------------------------------------------------------------ construction helpers
     @classmethod
     def for_task(cls, task: Task, preset: str = "full") -> KnobSpace:
-        """The space of ``task`` (built once per process and preset)."""
+        """The space of ``task`` (built once per process and preset).
+
+        A task on the simulated ``vta`` target gets a :class:`tune_gym.vta.space.VTASpace` (a
+        KnobSpace of VTA's conv2d template knobs, not a MetaSchedule space).
+        """
+        if task.target.kind == "vta":
+            from tune_gym.vta.space import VTASpace
+
+            return VTASpace.for_task(task, preset)
         return _cached_space(task, preset)
+
+    def _init_one_sketch(self, task: Task, preset: str, knobs: Sequence[Knob]) -> None:
+        """Set up a space of one sketch whose knobs are all active, without MetaSchedule.
+
+        For spaces that are not MetaSchedule design spaces (the simulated VTA target,
+        :mod:`tune_gym.vta`): a subclass calls this instead of ``KnobSpace.__init__`` and
+        overrides the schedule methods (:meth:`trace`, :meth:`to_schedule`, :meth:`apply`,
+        :meth:`kernel_mod`, :meth:`is_valid`); checking, encoding, enumeration, sampling and
+        neighbours then work as for any space. Flat indices are mixed radix over the knobs in
+        order (the last knob varies fastest).
+        """
+        self.task = task
+        self.preset = preset
+        self.knobs = list(knobs)
+        self._traces = [None]  # one sketch, no MetaSchedule trace
+        self._sketch_knobs = [[]]
+        self._active = [set(range(len(self.knobs)))]
+        self._sketch_sizes = [math.prod(len(k) for k in self.knobs)]
+        self.size = self._sketch_sizes[0]
+        self._radix_knobs = [list(range(len(self.knobs)))]
+        self.names = [k.name for k in self.knobs]
+        self.dims = np.array([len(k) for k in self.knobs], dtype=np.int64)
+        self._scale = np.maximum(self.dims - 1, 1).astype(np.float32)
+        mask = np.ones((1, len(self.knobs)), dtype=bool)
+        mask.setflags(write=False)
+        self._active_mask = mask
+        self._lock = threading.Lock()
 
     def _original_loop_names(self) -> dict[str, list[str]]:
         sch = self._tvm.s_tir.Schedule(self.mod)

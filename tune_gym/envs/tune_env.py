@@ -136,6 +136,9 @@ class TuneEnv(gym.Env):
             raise ValueError(f"graph_template applies to observation='graph' only, not {observation!r}")
         _check_reward_norm(reward_norm)
         self.space = KnobSpace.for_task(self.task, preset)
+        if observation != "knobs" and not self.space.has_schedules:
+            raise ValueError(f"{self.task.uri}: configs of this space have no TVM schedule to encode (a simulated "
+                             f"target); use observation='knobs', not {observation!r}")
         self.graph_template = template = self._graph_template(graph_template) if observation == "graph" else None
         self.preset = preset
         self.batch_size = batch_size
@@ -159,8 +162,10 @@ class TuneEnv(gym.Env):
             if self.space.size >= 2**63:
                 raise ValueError(f"space of {self.space.size} configs is too large for action_format='index'")
             self.action_space = spaces.MultiDiscrete(np.full(n, self.space.size, dtype=np.int64))
-        # TLP's default GPU length (20) would crop full CUDA traces (24-31 primitives).
-        default = (32, 40) if self.task.target.is_gpu else default_shape(self.task.target.kind)
+        # TLP's default GPU length (20) would crop full CUDA traces (24-31 primitives). Only the
+        # sequence observation has a shape (a simulated target has no trace to encode).
+        default = (32, 40) if self.task.target.is_gpu else (
+            default_shape(self.task.target.kind) if observation == "sequence" else (0, 0))
         self._sched_shape = tuple(schedule_shape or default)
         unit = lambda shape: spaces.Box(0.0, 1.0, shape=shape, dtype=np.float32)
         free = lambda shape, low=-np.inf: spaces.Box(low, np.inf, shape=shape, dtype=np.float32)

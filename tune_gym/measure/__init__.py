@@ -1,5 +1,5 @@
 """Measurement backends (live TVM builds and timing, replay of recorded data, a surrogate model
-fitted on recorded data) and their results."""
+fitted on recorded data, the simulated VTA) and their results."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tune_gym.measure.result import ERROR_KINDS, MeasureResult
 __all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "make_backend", "resolve_backend"]
 
 #: Backend ids :func:`make_backend` knows.
-BACKENDS = ("live", "replay", "surrogate")
+BACKENDS = ("live", "replay", "surrogate", "vta-sim")
 
 
 def make_backend(name: str, **options: Any) -> Backend:
@@ -26,6 +26,9 @@ def make_backend(name: str, **options: Any) -> Backend:
     * ``surrogate``: an XGBoost model fitted on the data answers any config
       (:class:`SurrogateBackend`); options ``dataset`` (as for replay), ``seed`` (noise
       seed, default 0) and ``noise`` (default ``True``).
+    * ``vta-sim``: the simulated VTA's latency model answers configs of ``vta`` tasks
+      (:class:`tune_gym.vta.backend.VTASimBackend`); options: the fields of
+      :class:`tune_gym.vta.model.VTATiming` (``clock_mhz``, ``dram_bytes_per_cycle``, ...).
 
     Example:
         >>> make_backend("replay", dataset="partial.parquet", fallback="surrogate", fallback_options={"seed": 1})
@@ -60,6 +63,10 @@ def make_backend(name: str, **options: Any) -> Backend:
         if unknown:
             raise ValueError(f"surrogate backend_options are 'dataset', 'seed' and 'noise', not {sorted(unknown)}")
         return SurrogateBackend(options.get("dataset"), seed=options.get("seed", 0), noise=options.get("noise", True))
+    if name == "vta-sim":
+        from tune_gym.vta.backend import VTASimBackend
+
+        return VTASimBackend(**options)
     raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(BACKENDS)}")
 
 

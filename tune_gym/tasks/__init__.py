@@ -6,8 +6,8 @@ tensor elements and ``MAX_FLOPS = 2**40`` FLOPs per call, the ops' shape rules
 (:mod:`tune_gym.tasks.ops`), and target options in range (:mod:`tune_gym.tasks.targets`).
 """
 
-from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS, OPS, OpDef, get_op
-from tune_gym.tasks.suites import SUITES, Suite, SuiteTask, get_suite, task_by_id
+from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS, OPS, TARGET_OPS, OpDef, get_op
+from tune_gym.tasks.suites import SUITES, TARGET_SUITES, Suite, SuiteTask, get_suite, suite_names, task_by_id
 from tune_gym.tasks.targets import MAX_CORES, TargetSpec, host_cores, host_cpu
 from tune_gym.tasks.task import Task
 
@@ -18,6 +18,8 @@ __all__ = [
     "MAX_FLOPS",
     "OPS",
     "SUITES",
+    "TARGET_OPS",
+    "TARGET_SUITES",
     "OpDef",
     "Suite",
     "SuiteTask",
@@ -27,5 +29,6 @@ __all__ = [
     "get_suite",
     "host_cores",
     "host_cpu",
+    "suite_names",
     "task_by_id",
 ]

@@ -20,6 +20,13 @@ names the parameter, the value and the accepted range):
   most ``MAX_ELEMENTS = 2**28`` elements together (1 GiB in float32, so every kernel fits in
   memory and every flat index fits in int32);
 * one call costs at most ``MAX_FLOPS = 2**40`` (about 1.1e12) floating point operations.
+
+Ops bound to one target kind are in :data:`TARGET_OPS`, not in :data:`OPS` (the ops of the CPU
+and GPU targets): ``vta_conv2d``, the int8 convolution of the simulated VTA target
+(:mod:`tune_gym.vta`), with a rectangular kernel ``kh x kw``, strides ``sh, sw`` and paddings
+``ph, pw`` (as DeepBench's layers have); its paddings are at most 15 (VTA's DMA pads with 4-bit
+fields) and may exceed the kernel (DeepBench has a 1x1 kernel with padding 3). :func:`get_op`
+finds both kinds.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from typing import Any
 from tune_gym.errors import TaskError
 from tune_gym.tasks._checks import show
 
-__all__ = ["MAX_DIM", "MAX_ELEMENTS", "MAX_FLOPS", "OPS", "Bound", "OpDef", "get_op"]
+__all__ = ["MAX_DIM", "MAX_ELEMENTS", "MAX_FLOPS", "OPS", "TARGET_OPS", "Bound", "OpDef", "get_op"]
 
 #: Largest accepted value of any shape parameter and of any output dimension.
 MAX_DIM = 2**16
@@ -45,7 +52,7 @@ MAX_FLOPS = 2**40
 Params = dict[str, int]
 Shape = tuple[int, ...]
 #: Parameters that may be 0 (paddings); every other parameter is at least 1.
-_ZERO_OK = ("p", "op")
+_ZERO_OK = ("p", "op", "ph", "pw")
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,10 @@ class OpDef:
             an activation (``batch_matmul`` is attention's ``Q.K^T`` / ``P.V``).
         no_packing: why ``weights=packed`` is not offered although the op has weights (``""``:
             it is offered).
+        dtypes: the dtypes the op accepts (empty: every dtype of :data:`tune_gym.tasks.task.DTYPES`).
+        targets: the target kinds the op runs on.
+        check_target: ``(params, target) -> None``, raising :class:`TaskError` when the op's
+            parameters do not fit the target (``None``: they always do).
     """
 
     name: str
@@ -108,6 +119,9 @@ class OpDef:
     bounds: Callable[[Params], list[Bound]] = field(default=lambda q: [], kw_only=True)
     weights: tuple[int, ...] = field(default=(), kw_only=True)
     no_packing: str = field(default="", kw_only=True)
+    dtypes: tuple[str, ...] = field(default=(), kw_only=True)
+    targets: tuple[str, ...] = field(default=("llvm", "cuda"), kw_only=True)
+    check_target: Callable[[Params, Any], None] | None = field(default=None, kw_only=True)
 
     def check(self, params: Mapping[str, Any]) -> Params:
         """Fill defaults and validate, returning params in canonical order.
@@ -433,9 +447,76 @@ OPS: dict[str, OpDef] = {
 }
 
 
+# ---------------------------------------------------------------------------- vta_conv2d (simulated VTA)
+def _vta_out(q: Params) -> tuple[int, int]:
+    return (q["h"] + 2 * q["ph"] - q["kh"]) // q["sh"] + 1, (q["w"] + 2 * q["pw"] - q["kw"]) // q["sw"] + 1
+
+
+def _vta_inputs(q: Params) -> list[Shape]:
+    return [(q["n"], q["c"], q["h"], q["w"]), (q["k"], q["c"], q["kh"], q["kw"])]
+
+
+def _vta_output(q: Params) -> Shape:
+    return (q["n"], q["k"], *_vta_out(q))
+
+
+def _vta_bounds(q: Params) -> list[Bound]:
+    out = [Bound(p, 0, 15, "VTA's DMA pads at most 15 rows / columns (4-bit pad fields)") for p in ("ph", "pw")]
+    for x, r, s, p in (("h", "kh", "sh", "ph"), ("w", "kw", "sw", "pw")):
+        hi = min(MAX_DIM, MAX_DIM * q[s] - 1 - 2 * q[p] + q[r])
+        out.append(Bound(x, max(1, q[r] - 2 * q[p]), hi,
+                         f"the kernel extent {r} = {q[r]} must fit in the padded input {x}+2{p}, and the "
+                         f"output ({x}+2{p}-{r})//{s}+1 must be at most {MAX_DIM}"))
+    return out
+
+
+def _vta_scratch(q: Params) -> list[Shape]:
+    return [(q["n"], q["c"], q["h"] + 2 * q["ph"], q["w"] + 2 * q["pw"])] if q["ph"] or q["pw"] else []
+
+
+def _vta_build(q: Params, dtype: str) -> list[Any]:
+    from tvm import te, topi
+
+    shapes = _vta_inputs(q)
+    data = te.placeholder(shapes[0], dtype=dtype, name="data")
+    weight = te.placeholder(shapes[1], dtype=dtype, name="weight")
+    out = topi.nn.conv2d_nchw(data, weight, (q["sh"], q["sw"]), (q["ph"], q["pw"]), 1, out_dtype="int32")
+    return [data, weight, out]
+
+
+def _vta_flops(q: Params) -> int:
+    oh, ow = _vta_out(q)
+    return 2 * q["n"] * q["k"] * oh * ow * q["c"] * q["kh"] * q["kw"]
+
+
+def _vta_torch(torch: Any, q: Params, x: list[Any]) -> Any:
+    return torch.nn.functional.conv2d(x[0].float(), x[1].float(), stride=(q["sh"], q["sw"]),
+                                      padding=(q["ph"], q["pw"]))
+
+
+def _vta_check_target(q: Params, target: Any) -> None:
+    from tune_gym.vta.hardware import VTAHardware
+
+    VTAHardware.from_target(target).check_conv(q)
+
+
+#: Ops bound to one target kind (see the module docstring), by URI name.
+TARGET_OPS: dict[str, OpDef] = {
+    "vta_conv2d": OpDef(
+        "vta_conv2d", 1, ("n", "c", "h", "w", "k", "kh", "kw", "sh", "sw", "ph", "pw"),
+        _vta_build, _vta_flops, _vta_inputs, _vta_torch,
+        "int8 2-D convolution on the simulated VTA (int32 accumulation, NCHW{n}c{c} packed on the device), "
+        "kernel kh x kw, strides sh, sw, paddings ph, pw",
+        defaults={"n": 1, "sh": 1, "sw": 1, "ph": 0, "pw": 0},
+        output_shape=_vta_output, scratch_shapes=_vta_scratch, bounds=_vta_bounds, weights=(1,),
+        dtypes=("int8",), targets=("vta",), check_target=_vta_check_target,
+    ),
+}
+
+
 def get_op(name: str) -> OpDef:
-    """Look up an op by URI name, with the known names in the error."""
-    op = OPS.get(name) if isinstance(name, str) else None
+    """Look up an op by URI name (:data:`OPS` or :data:`TARGET_OPS`), with the known names in the error."""
+    op = (OPS.get(name) or TARGET_OPS.get(name)) if isinstance(name, str) else None
     if op is None:
-        raise TaskError(f"unknown op {show(name)}; known ops: {', '.join(sorted(OPS))}")
+        raise TaskError(f"unknown op {show(name)}; known ops: {', '.join(sorted([*OPS, *TARGET_OPS]))}")
     return op

@@ -9,11 +9,18 @@ Task ids are ``<suite>:<index>`` (``resnet18:3``), indices in the order listed h
 optional target as in a URI after ``@`` (``resnet18:3@cuda``, ``resnet18:3@llvm&cores=4``).
 Importing this module registers :func:`task_by_id` with :func:`Task.parse
 <tune_gym.tasks.task.Task.parse>` (see :func:`tune_gym.tasks.task.register_id_resolver`).
+
+Suites bound to one target kind (:data:`TARGET_SUITES`, e.g. the simulated VTA's ``deepbench``
+and ``resnet18_vta``, built by :mod:`tune_gym.vta.workloads` on first use) are not in
+:data:`SUITES`, the network suites of the CPU and GPU targets; their ids resolve the same way
+(``deepbench:3``, ``resnet18_vta:1@vta&log_block=5``), their target defaults to their kind, and
+a suite may number its tasks with its own ids (:attr:`Suite.ids`: DeepBench ids).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from collections import Counter
 from dataclasses import dataclass
 
@@ -22,7 +29,7 @@ from tune_gym.tasks._checks import show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_id_resolver
 
-__all__ = ["SUITES", "Suite", "SuiteTask", "get_suite", "task_by_id"]
+__all__ = ["SUITES", "TARGET_SUITES", "Suite", "SuiteTask", "get_suite", "suite_names", "task_by_id"]
 
 _Layer = tuple[str, tuple[tuple[str, int], ...]]
 
@@ -35,11 +42,23 @@ class SuiteTask:
 
 @dataclass(frozen=True)
 class Suite:
+    """Tasks with weights. ``ids``: the task ids, one per task (empty: 0, 1, ...); ``suite[id]``."""
+
     name: str
     description: str
     tasks: tuple[SuiteTask, ...]
+    ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.ids and (len(self.ids) != len(self.tasks) or len(set(self.ids)) != len(self.ids)):
+            raise TaskError(f"suite {self.name}: {len(self.ids)} ids for {len(self.tasks)} tasks; give one distinct "
+                            "id per task (or none)")
 
     def __getitem__(self, index: int) -> SuiteTask:
+        if self.ids:
+            if isinstance(index, bool) or not isinstance(index, int) or index not in self.ids:
+                raise TaskError(f"suite {self.name} has tasks {', '.join(map(str, self.ids))}, not {show(index)}")
+            return self.tasks[self.ids.index(index)]
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.tasks):
             raise TaskError(f"suite {self.name} has tasks 0..{len(self.tasks) - 1}, not {show(index)}")
         return self.tasks[index]
@@ -47,9 +66,14 @@ class Suite:
     def __len__(self) -> int:
         return len(self.tasks)
 
+    @property
+    def task_ids(self) -> tuple[int, ...]:
+        """The id of each task, in order."""
+        return self.ids or tuple(range(len(self.tasks)))
+
     def with_target(self, target: str | TargetSpec) -> Suite:
         return Suite(self.name, self.description,
-                     tuple(SuiteTask(t.task.with_target(target), t.weight) for t in self.tasks))
+                     tuple(SuiteTask(t.task.with_target(target), t.weight) for t in self.tasks), self.ids)
 
 
 def _conv(c: int, h: int, k: int, r: int, s: int = 1, p: int = 0) -> _Layer:
@@ -151,16 +175,42 @@ def _build(name: str, target: str | TargetSpec) -> Suite:
     return Suite(name, description, tasks)
 
 
-def get_suite(name: str, target: str | TargetSpec = "llvm") -> Suite:
-    """A suite by name (``resnet18``), its tasks on ``target`` (a spec, or a str as in a URI)."""
-    if not isinstance(name, str) or name not in _DEFS:
-        raise TaskError(f"unknown suite {show(name)}; known suites: {', '.join(_DEFS)}")
-    return _get_suite(name, TargetSpec.coerce(target))
+#: Suites bound to one target kind, built on first use by another module: name -> (target kind,
+#: ``"module:function"``, the function taking the target and returning the :class:`Suite`).
+TARGET_SUITES: dict[str, tuple[str, str]] = {
+    "deepbench": ("vta", "tune_gym.vta.workloads:deepbench_suite"),
+    "resnet18_vta": ("vta", "tune_gym.vta.workloads:resnet18_vta_suite"),
+}
+
+
+def suite_names() -> list[str]:
+    """Every suite name: the network suites (:data:`SUITES`), then :data:`TARGET_SUITES`."""
+    return [*_DEFS, *TARGET_SUITES]
+
+
+def get_suite(name: str, target: str | TargetSpec | None = None) -> Suite:
+    """A suite by name (``resnet18``), its tasks on ``target`` (a spec, or a str as in a URI;
+    ``None``: ``llvm``, or the kind of a suite of :data:`TARGET_SUITES`)."""
+    if not isinstance(name, str) or (name not in _DEFS and name not in TARGET_SUITES):
+        raise TaskError(f"unknown suite {show(name)}; known suites: {', '.join(suite_names())}")
+    if name in TARGET_SUITES:
+        kind = TARGET_SUITES[name][0]
+        spec = TargetSpec.coerce(kind if target is None else target)
+        if spec.kind != kind:
+            raise TaskError(f"suite {name} runs on target {kind} only, not {spec.kind}")
+        return _get_target_suite(name, spec)
+    return _get_suite(name, TargetSpec.coerce("llvm" if target is None else target))
 
 
 @functools.cache
 def _get_suite(name: str, target: TargetSpec) -> Suite:
     return _build(name, target)
+
+
+@functools.cache
+def _get_target_suite(name: str, target: TargetSpec) -> Suite:
+    module, _, function = TARGET_SUITES[name][1].partition(":")
+    return getattr(importlib.import_module(module), function)(target)
 
 
 #: Every suite on the host CPU target, by name.
@@ -176,14 +226,15 @@ def task_by_id(task_id: str) -> Task:
     if not sep or not (index.isascii() and index.isdecimal()):
         raise TaskError(
             f"unknown task {show(task_id)}: give a URI (op://...) or <suite>:<index> such as resnet18:1; "
-            f"suites: {', '.join(_DEFS)} (list them with `tune-gym tasks`)"
+            f"suites: {', '.join(suite_names())} (list them with `tune-gym tasks`)"
         )
-    if name not in _DEFS:
-        raise TaskError(f"unknown task {show(task_id)}: no suite {show(name)}; suites: {', '.join(_DEFS)} "
+    if name not in _DEFS and name not in TARGET_SUITES:
+        raise TaskError(f"unknown task {show(task_id)}: no suite {show(name)}; suites: {', '.join(suite_names())} "
                         "(list them with `tune-gym tasks`)")
-    suite = get_suite(name, target or "llvm")
+    suite = get_suite(name, target or None)
     if len(index) > 9:
-        raise TaskError(f"suite {name} has tasks 0..{len(suite) - 1}, not {index[:12]}...")
+        ids = ", ".join(map(str, suite.ids)) if suite.ids else f"0..{len(suite) - 1}"
+        raise TaskError(f"suite {name} has tasks {ids}, not {index[:12]}...")
     return suite[int(index)].task
 
 

@@ -1,4 +1,9 @@
-"""Targets: the host CPU through LLVM, and CUDA (spaces and validity need no GPU).
+"""Targets: the host CPU through LLVM, CUDA (spaces and validity need no GPU), and a simulated VTA.
+
+``vta`` is the Versatile Tensor Accelerator (TVM no longer ships it), simulated by
+:mod:`tune_gym.vta`: its options are the hardware parameters of VTA's ``vta_config.json``
+(:data:`VTA_DEFAULTS`, the published 1x16x16 int8 GEMM core with 32 KiB input, 256 KiB weight,
+128 KiB accumulator and 32 KiB micro-op buffers); it runs only the ``vta_conv2d`` op.
 
 ``llvm`` means "this machine": the CPU model is detected with LLVM's host detection (TVM's
 ``-mcpu=native`` is *not* resolved by apache-tvm 0.27 and silently becomes ``generic``, which
@@ -22,7 +27,18 @@ option                         kind   accepted values
                                       major in ``[3, 12]`` (``sm_75``, ``sm_90a``, ``sm_120``)
 ``max_threads_per_block``      cuda   an integer in ``[1, 4096]``
 ``max_shared_memory_per_block`` cuda  an integer number of bytes in ``[1, 2**20]``
+``log_batch``                  vta    log2 of the GEMM core's batch rows, ``[0, 4]`` (default 0)
+``log_block``                  vta    log2 of its input / output channel block, ``[1, 6]`` (4)
+``log_uop_buff_size``          vta    log2 bytes of the micro-op buffer, ``[8, 24]`` (15)
+``log_inp_buff_size``          vta    log2 bytes of the input buffer, ``[8, 24]`` (15)
+``log_wgt_buff_size``          vta    log2 bytes of the weight buffer, ``[8, 24]`` (18)
+``log_acc_buff_size``          vta    log2 bytes of the accumulator buffer, ``[8, 24]`` (17)
+``acc_hazard``                 vta    GEMM cycles within which one accumulator entry may not be
+                                      accumulated twice, ``[0, 16]`` (2; 0: no such rule)
 ============================== ====== ==========================================================
+
+The ``vta`` options are checked together when a task is made (each buffer must hold at least
+one tensor element of the GEMM core, :meth:`tune_gym.vta.hardware.VTAHardware.check`).
 
 Integers are written in decimal digits (no sign, at most 9 digits) and stored canonically
 (``cores=04`` becomes ``cores=4``).
@@ -41,7 +57,7 @@ from typing import Any
 from tune_gym.errors import TaskError
 from tune_gym.tasks._checks import fields, pairs, show
 
-__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "TargetSpec", "host_cores", "host_cpu"]
+__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "VTA_DEFAULTS", "TargetSpec", "host_cores", "host_cpu"]
 
 #: Device limits used for CUDA validity checking when no GPU is present (an sm_75 class GPU).
 CUDA_DEFAULTS: dict[str, Any] = {
@@ -58,11 +74,33 @@ INT_OPTIONS: dict[str, tuple[int, int]] = {
     "cores": (1, MAX_CORES),
     "max_threads_per_block": (1, 4096),
     "max_shared_memory_per_block": (1, 2**20),
+    "log_batch": (0, 4),
+    "log_block": (1, 6),
+    "log_uop_buff_size": (8, 24),
+    "log_inp_buff_size": (8, 24),
+    "log_wgt_buff_size": (8, 24),
+    "log_acc_buff_size": (8, 24),
+    "acc_hazard": (0, 16),
 }
 
-_KINDS = ("llvm", "cuda")
+#: VTA's published default configuration (apache/tvm ``vta/config/vta_config.json``: a 1x16x16 int8
+#: GEMM core, 32 KiB input, 256 KiB weight, 128 KiB accumulator and 32 KiB micro-op buffers) and
+#: the accumulator hazard window of its GEMM pipeline (see :mod:`tune_gym.vta.model`).
+VTA_DEFAULTS: dict[str, int] = {
+    "log_batch": 0,
+    "log_block": 4,
+    "log_uop_buff_size": 15,
+    "log_inp_buff_size": 15,
+    "log_wgt_buff_size": 18,
+    "log_acc_buff_size": 17,
+    "acc_hazard": 2,
+}
+
+_KINDS = ("llvm", "cuda", "vta")
 _LLVM_OPTIONS = ("mcpu", "cores")
 _CUDA_OPTIONS = ("arch", "max_threads_per_block", "max_shared_memory_per_block")
+_VTA_OPTIONS = tuple(VTA_DEFAULTS)
+_OPTIONS = {"llvm": _LLVM_OPTIONS, "cuda": _CUDA_OPTIONS, "vta": _VTA_OPTIONS}
 _INT = re.compile(r"[0-9]{1,9}", re.ASCII)
 _CPU = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}", re.ASCII)
 _ARCH = re.compile(r"sm_([0-9]{2,3})[af]?", re.ASCII)
@@ -161,7 +199,7 @@ class TargetSpec:
     validates the options (see the module docstring) and stores them sorted and canonical.
 
     Attributes:
-        kind: ``llvm`` or ``cuda``.
+        kind: ``llvm``, ``cuda`` or ``vta`` (simulated, :mod:`tune_gym.vta`).
         options: ``(name, value)`` pairs; values are strings (ints are accepted and converted).
     """
 
@@ -171,7 +209,7 @@ class TargetSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or self.kind not in _KINDS:
             raise TaskError(f"unknown target kind {show(self.kind)}; known: {', '.join(_KINDS)}")
-        allowed = _LLVM_OPTIONS if self.kind == "llvm" else _CUDA_OPTIONS
+        allowed = _OPTIONS[self.kind]
         seen: dict[str, str] = {}
         for pair in pairs(self.options, f"target {self.kind}: options"):
             key, value = pair
@@ -215,6 +253,8 @@ class TargetSpec:
     def resolved(self) -> dict[str, Any]:
         """The full option dict TVM's ``Target`` takes, with host detection applied."""
         opts = self.option_dict
+        if self.kind == "vta":  # the hardware parameters, defaults filled in
+            return {"kind": "vta", **{k: int(opts.get(k, v)) for k, v in VTA_DEFAULTS.items()}}
         if self.kind == "llvm":
             cores = int(opts["cores"]) if "cores" in opts else host_cores()
             return {"kind": "llvm", "mcpu": opts.get("mcpu") or host_cpu(), "num-cores": cores}
@@ -225,7 +265,10 @@ class TargetSpec:
         return out
 
     def tvm_target(self) -> Any:
-        """The ``tvm.target.Target`` for this spec."""
+        """The ``tvm.target.Target`` for this spec (``vta`` has none: it is simulated)."""
+        if self.kind == "vta":
+            raise TaskError("target vta is simulated by tune_gym.vta; it has no TVM target (TVM no longer "
+                            "ships VTA). Use the vta-sim backend and tune_gym.vta.VTASpace.")
         from tune_gym._tvm import tvm
 
         return tvm().target.Target(self.resolved())

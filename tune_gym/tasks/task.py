@@ -40,7 +40,10 @@ part, the bad value and what is accepted, for
   ``[1, 2**16]``), one call's tensors hold at most ``2**28`` elements and cost at most
   ``2**40`` FLOPs (:mod:`tune_gym.tasks.ops` lists the rules);
 * a query field that is malformed or given twice;
-* a dtype other than :data:`DTYPES`;
+* a dtype other than :data:`DTYPES` (an op of :data:`~tune_gym.tasks.ops.TARGET_OPS` names its
+  own: ``vta_conv2d`` takes ``int8``), or an op on a target kind it does not run on
+  (``vta_conv2d`` runs on ``vta`` only, every other op on ``llvm`` and ``cuda``), or parameters
+  the target cannot run (``vta``: channels and batch that are not multiples of the GEMM core's);
 * a ``weights`` value other than :data:`WEIGHT_LAYOUTS`, or ``packed`` where it is not
   supported (a ``cuda`` target, an op without weight inputs, ``conv2d_transpose_nchw``);
 * an unknown target kind or option, or an option value out of range
@@ -142,11 +145,20 @@ class Task:
                 raise TaskError(f"{opdef.name}: parameter {name!r} given twice; give each parameter once")
             given[name] = value
         object.__setattr__(self, "params", tuple(opdef.check(given).items()))
-        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
+        if not isinstance(self.dtype, str) or self.dtype not in (opdef.dtypes or DTYPES):
+            if opdef.dtypes:
+                raise TaskError(f"op {opdef.name} takes dtype {', '.join(opdef.dtypes)}, not {show(self.dtype)} "
+                                f"(give dtype={opdef.dtypes[0]})")
             raise TaskError(f"unknown dtype {show(self.dtype)}; known: {', '.join(DTYPES)}")
         if not isinstance(self.target, TargetSpec):
             raise TaskError(f"task target must be a TargetSpec, got {type(self.target).__name__} "
                             f"{show(self.target)} (Task.make and with_target also take a str such as 'llvm')")
+        if self.target.kind not in opdef.targets:
+            raise TaskError(f"op {opdef.name} does not run on target {self.target.kind}; it runs on "
+                            f"{', '.join(opdef.targets)}" + (" (target vta runs only vta_conv2d)"
+                                                             if self.target.kind == "vta" else ""))
+        if opdef.check_target is not None:
+            opdef.check_target(dict(self.params), self.target)
         if not isinstance(self.weights, str) or self.weights not in ("", *WEIGHT_LAYOUTS):
             raise TaskError(f"unknown weights={show(self.weights)}; accepted: {', '.join(WEIGHT_LAYOUTS)}")
         if self.weights == "packed" and (why := _packed_unsupported(opdef, self.target)):
