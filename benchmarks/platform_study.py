@@ -106,10 +106,17 @@ def train_cell(name: str, pool: Any, test: Any, weights: dict[str, int], target:
     }
 
 
+def _cpu(host: Any) -> str:
+    """``AMD EPYC, znver5`` from a dataset footer's host fingerprint (or its plain name)."""
+    if isinstance(host, dict):
+        return ", ".join(str(host[k]) for k in ("cpu", "llvm_cpu") if host.get(k))
+    return str(host or "")
+
+
 def markdown(doc: dict[str, Any]) -> str:
     cells = doc["cells"]
     lines = [
-        f"Target platform `{doc['target']}` ({doc['target_cpu']}), other platforms "
+        f"Target platform `{doc['target']}` ({_cpu(doc['target_cpu'])}), other platforms "
         f"{', '.join(f'`{p}`' for p in doc['sources'])}; "
         f"held-out network **{doc['holdout']}** ({doc['test_tasks']} tasks, {doc['test_rows']} rows measured on the "
         f"target); {doc['target_train_rows']} target training rows at fraction 1, {doc['source_rows']} other-platform "
@@ -169,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if not w:
             raise SystemExit(f"the target platform has no dataset of a {args.holdout} task")
         doc.update({
-            "target": args.target, "target_cpu": read_entry(target_files[0]).meta.get("hosts", {}).get(args.target, ""),
+            "target": args.target, "target_cpu": _cpu(read_entry(target_files[0]).meta.get("hosts", {}).get(args.target)),
             "sources": [p for p in data.platforms if p != args.target], "holdout": args.holdout,
             "test_tasks": len(w), "test_rows": len(test), "seed": args.seed, "min_steps": args.min_steps,
             "target_train_rows": int((pool.platform == args.target).sum()),

@@ -259,3 +259,35 @@ def test_batch_lists_rank_across_tasks():
     assert per_task.tolist() == [0, 0, 1, 1] and per_batch.tolist() == [0, 0, 0, 0]
     with pytest.raises(ValueError, match="lists must be"):
         TLPModel(lists="pairs")
+
+
+def test_thin_platform_keeps_a_seeded_fraction_of_one_platform_only():
+    from agents.models.rank_data import thin_platform
+
+    data = synthetic(tasks=2, rows=50, platforms=("a", "b"))  # 100 rows each
+    thin = thin_platform(data, "b", 0.1, np.random.default_rng(0))
+    assert (thin.platform == "a").sum() == 100 and (thin.platform == "b").sum() == 10
+    again = thin_platform(data, "b", 0.1, np.random.default_rng(0))
+    assert np.array_equal(thin.config, again.config)  # the same rows for the same seed
+    assert len(thin_platform(data, "b", 1.0, np.random.default_rng(0))) == 200
+    with pytest.raises(ValueError, match="fraction must be in"):
+        thin_platform(data, "b", 1.5, np.random.default_rng(0))
+
+
+def test_platform_study_cells_score_the_target_platform(tmp_path):
+    """Each cell trains on what its name says and is scored on the target's held-out rows."""
+    import argparse
+
+    from benchmarks.platform_study import cell_names, train_cell
+
+    assert cell_names([0.1]) == ["tlp-source", "tlp-target@0.1", "tlp-pooled@0.1", "mtl-tlp@0.1"]
+    data = synthetic(tasks=3, rows=40, platforms=("src", "tgt"))
+    held = data.task == "op://t2"
+    pool, test = data.subset(~held), data.subset(held & (data.platform == "tgt"))
+    args = argparse.Namespace(seed=0, val_fraction=0.1, batch=64, epochs=1, min_steps=3, quiet=True)
+    cells = {name: train_cell(name, pool, test, {"op://t2": 1}, "tgt", args) for name in cell_names([0.5])}
+    assert cells["tlp-source"]["rows"]["target_train"] == 0
+    assert cells["tlp-target@0.5"]["rows"]["train"] == cells["tlp-target@0.5"]["rows"]["target_train"] > 0
+    assert cells["mtl-tlp@0.5"]["platforms"] == ["src", "tgt"] and cells["tlp-pooled@0.5"]["platforms"] == ["default"]
+    assert all(c["rows"]["test"] == 40 and 0 <= c["pairwise"] <= 1 and c["epochs"] >= 1 for c in cells.values())
+    assert cells["tlp-target@0.5"]["epochs"] >= 3  # one batch per epoch: raised to the minimum steps
