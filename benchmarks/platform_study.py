@@ -12,8 +12,9 @@ so that replay and the leaderboard keep one host). A platform is a measuring hos
 training on every platform; the target platform's rows of those tasks are the test set.
 
 Cells, each one model trained with TLP's settings (:class:`agents.models.tlp.TLPModel`) and one
-seed; ``@F`` keeps a random fraction F of the target platform's training rows
-(:func:`agents.models.rank_data.thin_platform`, the same rows for every model of one F):
+seed, and ``random`` (the held-out configs in random order: the floor); ``@F`` keeps a random
+fraction F of the target platform's training rows (:func:`agents.models.rank_data.thin_platform`,
+the same rows for every model of one F):
 
 * ``tlp-source``: TLP on the other platforms' rows only: a model trained elsewhere, used as is;
 * ``tlp-target@F``: TLP on the target's F rows only;
@@ -50,13 +51,13 @@ KINDS = ("tlp-target", "tlp-pooled", "mtl-tlp")
 
 
 def cell_names(fractions: list[float]) -> list[str]:
-    """``tlp-source`` then, per fraction, the three kinds of :data:`KINDS`."""
-    return ["tlp-source", *(f"{kind}@{f:g}" for f in fractions for kind in KINDS)]
+    """``random`` and ``tlp-source``, then, per fraction, the three kinds of :data:`KINDS`."""
+    return ["random", "tlp-source", *(f"{kind}@{f:g}" for f in fractions for kind in KINDS)]
 
 
 def _parse_cell(name: str) -> tuple[str, float]:
     kind, _, frac = name.partition("@")
-    if name == "tlp-source":
+    if name in ("random", "tlp-source"):
         return kind, 0.0
     if kind not in KINDS or not frac:
         raise SystemExit(f"unknown cell {name!r}: give tlp-source or KIND@FRACTION with KIND one of {', '.join(KINDS)}")
@@ -70,12 +71,15 @@ def train_cell(name: str, pool: Any, test: Any, weights: dict[str, int], target:
                ) -> dict[str, Any]:
     """Train the model of one cell on ``pool`` (the training rows of every platform) and score it on
     ``test`` (the target's held-out rows)."""
-    from agents.models import metrics
     from agents.models.rank_data import thin_platform
     from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
 
     kind, fraction = _parse_cell(name)
     rng = np.random.default_rng(args.seed)
+    if kind == "random":  # the reference a ranking must beat: the held-out configs in random order
+        return _scores(name, kind, fraction, rng.random(len(test)), test, weights, args.seed,
+                       rows={"train": 0, "val": 0, "target_train": 0, "test": len(test)},
+                       platforms=[], epochs=0, train_secs=0.0, final_val_loss=None)
     data = pool.subset(pool.platform != target) if kind == "tlp-source" else thin_platform(pool, target, fraction, rng)
     if kind == "tlp-target":
         data = data.subset(data.platform == target)
@@ -93,15 +97,23 @@ def train_cell(name: str, pool: Any, test: Any, weights: dict[str, int], target:
     history = model.fit(train, val if len(val) else None, progress=not args.quiet)
     secs = time.perf_counter() - tic
     s = model.predict(test.x, target if kind == "mtl-tlp" else None)
+    return _scores(name, kind, fraction, s, test, weights, args.seed,
+                   rows={"train": len(train), "val": len(val), "target_train": int((train.platform == target).sum()),
+                         "test": len(test)},
+                   platforms=platforms, epochs=epochs, train_secs=round(secs, 1),
+                   final_val_loss=history["val_loss"][-1] if history["val_loss"] else None)
+
+
+def _scores(name: str, kind: str, fraction: float, s: np.ndarray, test: Any, weights: dict[str, int], seed: int,
+            **info: Any) -> dict[str, Any]:
+    """One cell's entry: what it was trained on (``info``) and how its scores ``s`` rank ``test``."""
+    from agents.models import metrics
+
     ranked = [(s[test.task == uri], test.cost[test.task == uri]) for uri in weights]
     return {
-        "cell": name, "kind": kind, "fraction": fraction,
-        "rows": {"train": len(train), "val": len(val), "target_train": int((train.platform == target).sum()),
-                 "test": len(test)},
-        "platforms": platforms, "epochs": epochs, "train_secs": round(secs, 1),
-        "final_val_loss": history["val_loss"][-1] if history["val_loss"] else None,
-        "top1": metrics.top_k_score(ranked, list(weights.values()), 1, args.seed),
-        "top5": metrics.top_k_score(ranked, list(weights.values()), 5, args.seed),
+        "cell": name, "kind": kind, "fraction": fraction, **info,
+        "top1": metrics.top_k_score(ranked, list(weights.values()), 1, seed),
+        "top5": metrics.top_k_score(ranked, list(weights.values()), 5, seed),
         "pairwise": metrics.grouped_pairwise_accuracy(s, test.cost, test.task),
     }
 
@@ -120,8 +132,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{', '.join(f'`{p}`' for p in doc['sources'])}; "
         f"held-out network **{doc['holdout']}** ({doc['test_tasks']} tasks, {doc['test_rows']} rows measured on the "
         f"target); {doc['target_train_rows']} target training rows at fraction 1, {doc['source_rows']} other-platform "
-        f"rows; seed {doc['seed']}, at least {doc['min_steps']} optimiser steps per model. "
-        f"`{doc['command']}`", "",
+        f"rows; seed {doc['seed']}, at least {doc['min_steps']} optimiser steps per model. Made by "
+        + ", ".join(f"`{c}`" for c in doc.get("commands", [doc.get("command")])) + ".", "",
         "| model | target rows | other-platform rows | epochs | top-1 | top-5 | pairwise acc. | train s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -176,14 +188,17 @@ def main(argv: list[str] | None = None) -> int:
         if not w:
             raise SystemExit(f"the target platform has no dataset of a {args.holdout} task")
         doc.update({
-            "target": args.target, "target_cpu": _cpu(read_entry(target_files[0]).meta.get("hosts", {}).get(args.target)),
+            "target": args.target,
+            "target_cpu": _cpu(read_entry(target_files[0]).meta.get("hosts", {}).get(args.target)),
             "sources": [p for p in data.platforms if p != args.target], "holdout": args.holdout,
             "test_tasks": len(w), "test_rows": len(test), "seed": args.seed, "min_steps": args.min_steps,
             "target_train_rows": int((pool.platform == args.target).sum()),
             "source_rows": int((pool.platform != args.target).sum()),
             "files": [str(Path(f).resolve().relative_to(REPO)) for f in files],
-            "command": "python -m benchmarks.platform_study " + " ".join(sys.argv[1:] if argv is None else argv),
         })
+        command = "python -m benchmarks.platform_study " + " ".join(sys.argv[1:] if argv is None else argv)
+        doc["commands"] = [*(c for c in doc.get("commands", [doc.get("command")]) if c and c != command), command]
+        doc.pop("command", None)
         todo = args.cells or [c for c in cell_names(args.fractions) if c not in doc["cells"]]
         for name in todo:
             print(f"{name}: training", flush=True)

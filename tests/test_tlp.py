@@ -280,7 +280,7 @@ def test_platform_study_cells_score_the_target_platform(tmp_path):
 
     from benchmarks.platform_study import cell_names, train_cell
 
-    assert cell_names([0.1]) == ["tlp-source", "tlp-target@0.1", "tlp-pooled@0.1", "mtl-tlp@0.1"]
+    assert cell_names([0.1]) == ["random", "tlp-source", "tlp-target@0.1", "tlp-pooled@0.1", "mtl-tlp@0.1"]
     data = synthetic(tasks=3, rows=40, platforms=("src", "tgt"))
     held = data.task == "op://t2"
     pool, test = data.subset(~held), data.subset(held & (data.platform == "tgt"))
