@@ -11,7 +11,7 @@ from tune_gym.measure.result import ERROR_KINDS, MeasureResult
 __all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "make_backend", "resolve_backend"]
 
 #: Backend ids :func:`make_backend` knows.
-BACKENDS = ("live", "replay", "surrogate", "vta-sim")
+BACKENDS = ("live", "replay", "surrogate", "vta-sim", "rpc")
 
 
 def make_backend(name: str, **options: Any) -> Backend:
@@ -29,6 +29,9 @@ def make_backend(name: str, **options: Any) -> Backend:
     * ``vta-sim``: the simulated VTA's latency model answers configs of ``vta`` tasks
       (:class:`tune_gym.vta.backend.VTASimBackend`); options: the fields of
       :class:`tune_gym.vta.model.VTATiming` (``clock_mhz``, ``dram_bytes_per_cycle``, ...).
+    * ``rpc``: builds here, times on devices registered with a TVM RPC tracker
+      (:class:`tune_gym.measure.rpc.RPCBackend`); options: :class:`RPCConfig` fields
+      (``tracker="host:port"``, ``key``, ``devices``, the live timing options, ...).
 
     Example:
         >>> make_backend("replay", dataset="partial.parquet", fallback="surrogate", fallback_options={"seed": 1})
@@ -67,6 +70,10 @@ def make_backend(name: str, **options: Any) -> Backend:
         from tune_gym.vta.backend import VTASimBackend
 
         return VTASimBackend(**options)
+    if name == "rpc":
+        from tune_gym.measure.rpc import RPCBackend
+
+        return RPCBackend(**options)
     raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(BACKENDS)}")
 
 

@@ -35,7 +35,7 @@ from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.targets import host_cores
 from tune_gym.tasks.task import Task
 
-__all__ = ["LiveBackend", "LiveConfig"]
+__all__ = ["BuiltBatch", "LiveBackend", "LiveConfig", "build_batch", "error_message", "make_build_pool"]
 
 
 @dataclass
@@ -69,6 +69,12 @@ class LiveConfig:
     recycle_after: int = 256
     seed: int = 0
 
+    @property
+    def run_limit(self) -> float:
+        """Seconds a timing run may take: ``run_timeout``, or at least 180 s with the adaptive
+        evaluator (up to 500 runs of a slow kernel)."""
+        return self.run_timeout if self.adaptive is None else max(self.run_timeout, 180.0)
+
 
 class LiveBackend:
     """Builds and times configs for real. ``name = "live"``.
@@ -93,9 +99,8 @@ class LiveBackend:
 
     @property
     def run_timeout(self) -> float:
-        """Seconds a timing run may take: ``run_timeout``, or at least 180 s with the adaptive
-        evaluator (up to 500 runs of a slow kernel)."""
-        return self.config.run_timeout if self.config.adaptive is None else max(self.config.run_timeout, 180.0)
+        """Seconds a timing run may take (:attr:`LiveConfig.run_limit`)."""
+        return self.config.run_limit
 
     # ------------------------------------------------------------------ pools
     def _pools(self) -> tuple[Any, Any]:
@@ -105,10 +110,7 @@ class LiveBackend:
             from tune_gym.measure.workers import init_worker
 
             c = self.config
-            self._build_pool = PopenPoolExecutor(
-                max_workers=c.build_workers or host_cores(), timeout=c.build_timeout,
-                initializer=init_worker, maximum_process_uses=c.recycle_after,
-            )
+            self._build_pool = make_build_pool(c.build_workers, c.build_timeout, c.recycle_after)
             self._run_pool = PopenPoolExecutor(
                 max_workers=1, timeout=self.run_timeout, initializer=init_worker,
                 maximum_process_uses=c.recycle_after,
@@ -139,27 +141,14 @@ class LiveBackend:
 
     # ------------------------------------------------------------------ measurement
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
-        from tvm.support.popen_pool import StatusKind
-
-        from tune_gym.measure.workers import build_artifact, run_artifact
+        from tune_gym.measure.workers import run_artifact
 
         build_pool, run_pool = self._pools()
         flops = task.flops
-        results: list[MeasureResult | None] = [None] * len(configs)
-        jobs: list[tuple[int, Any]] = []
-        for i, cfg in enumerate(configs):
-            sch, why = space.apply(cfg, check=False)  # canonical: validated where it entered
-            if sch is None:
-                results[i] = MeasureResult.failure("invalid", why, flops)
-            else:
-                jobs.append((i, sch.mod))
-        if not jobs:
-            return [r for r in results if r is not None]
-
-        target = task.target.resolved()
-        start = time.perf_counter()
-        built = list(build_pool.map_with_error_catching(build_artifact, [(mod, target) for _, mod in jobs]))
-        build_secs = (time.perf_counter() - start) / len(jobs)
+        batch = build_batch(build_pool, task, space, configs, self.config.build_timeout)
+        results, build_secs = batch.results, batch.build_secs
+        if not batch.built:
+            return batch.final()
 
         spec = {
             "device": "cuda" if task.target.is_gpu else "cpu",
@@ -168,17 +157,8 @@ class LiveBackend:
             "min_repeat_ms": self.config.min_repeat_ms, "flush_cache": self.config.flush_cache,
             "seed": self.config.seed, "adaptive": self.config.adaptive,
         }
-        for (i, _), outcome in zip(jobs, built):
-            if outcome.status == StatusKind.TIMEOUT:
-                results[i] = MeasureResult.failure(
-                    "timeout", f"build exceeded {self.config.build_timeout} s", flops, build_secs=build_secs)
-                continue
-            if outcome.status != StatusKind.COMPLETE:
-                kind = "worker_crash" if isinstance(outcome.value, ChildProcessError) else "build_error"
-                results[i] = MeasureResult.failure(kind, _message(outcome.value), flops, build_secs=build_secs)
-                continue
+        for i, built_kernel in batch.built:
             check = task.uri if self.config.check_correctness and task.uri not in self._checked else None
-            built_kernel = outcome.value
             job = {**spec, "path": built_kernel["path"], "args": built_kernel["args"],
                    "packs": built_kernel["packs"], "check_task": check}
             t0 = time.perf_counter()
@@ -196,7 +176,7 @@ class LiveBackend:
                 continue
             except Exception as err:
                 results[i] = MeasureResult.failure(
-                    "run_error", _message(err), flops, build_secs=build_secs, run_secs=time.perf_counter() - t0)
+                    "run_error", error_message(err), flops, build_secs=build_secs, run_secs=time.perf_counter() - t0)
                 continue
             run_secs = time.perf_counter() - t0
             extra = dict(out.get("extra") or {})
@@ -209,11 +189,85 @@ class LiveBackend:
                 extra["checked"] = True
             results[i] = MeasureResult(
                 costs=tuple(out["costs"]), flops=flops, build_secs=build_secs, run_secs=run_secs, extra=extra)
-        return [r for r in results if r is not None]
+        return batch.final()
 
 
-def _message(err: Any) -> str:
+@dataclass
+class BuiltBatch:
+    """Configs of one ``measure`` call after the build step.
+
+    Attributes:
+        results: one slot per config, in order: the failure of a config that was rejected
+            (``invalid``) or did not build (``build_error`` / ``timeout`` / ``worker_crash``),
+            ``None`` for a built one (its backend fills the slot once it has run).
+        built: ``(config index, build_artifact output)`` of each built config, in order.
+        build_secs: wall seconds of the parallel build divided by the configs sent to it.
+    """
+
+    results: list[MeasureResult | None]
+    built: list[tuple[int, dict[str, Any]]]
+    build_secs: float = 0.0
+
+    def final(self) -> list[MeasureResult]:
+        """The results once every slot is filled (a slot left empty is a backend bug)."""
+        if any(r is None for r in self.results):
+            raise RuntimeError("a built config was given no result")
+        return [r for r in self.results if r is not None]
+
+
+def make_build_pool(workers: int | None, timeout: float, recycle_after: int) -> Any:
+    """TVM's ``PopenPoolExecutor`` of build workers (``workers``: default the host's cores)."""
+    from tvm.support.popen_pool import PopenPoolExecutor
+
+    from tune_gym.measure.workers import init_worker
+
+    return PopenPoolExecutor(max_workers=workers or host_cores(), timeout=timeout,
+                             initializer=init_worker, maximum_process_uses=recycle_after)
+
+
+def build_batch(pool: Any, task: Task, space: KnobSpace, configs: Sequence[Config], build_timeout: float) -> BuiltBatch:
+    """Apply and build ``configs`` in parallel in ``pool`` (:func:`make_build_pool`).
+
+    A config :meth:`KnobSpace.apply` rejects is ``invalid`` (not built); a build that
+    exceeds ``build_timeout`` is ``timeout``, one whose worker died ``worker_crash``, one
+    TVM rejects ``build_error``. The built kernels are shared libraries in temporary
+    directories (:func:`tune_gym.measure.workers.build_artifact`) that the caller deletes.
+    """
+    from tvm.support.popen_pool import StatusKind
+
+    from tune_gym.measure.workers import build_artifact
+
+    flops = task.flops
+    results: list[MeasureResult | None] = [None] * len(configs)
+    jobs: list[tuple[int, Any]] = []
+    for i, cfg in enumerate(configs):
+        sch, why = space.apply(cfg, check=False)  # canonical: validated where it entered
+        if sch is None:
+            results[i] = MeasureResult.failure("invalid", why, flops)
+        else:
+            jobs.append((i, sch.mod))
+    if not jobs:
+        return BuiltBatch(results, [])
+
+    target = task.target.resolved()
+    start = time.perf_counter()
+    outcomes = list(pool.map_with_error_catching(build_artifact, [(mod, target) for _, mod in jobs]))
+    build_secs = (time.perf_counter() - start) / len(jobs)
+    built: list[tuple[int, dict[str, Any]]] = []
+    for (i, _), outcome in zip(jobs, outcomes):
+        if outcome.status == StatusKind.TIMEOUT:
+            results[i] = MeasureResult.failure(
+                "timeout", f"build exceeded {build_timeout} s", flops, build_secs=build_secs)
+        elif outcome.status != StatusKind.COMPLETE:
+            kind = "worker_crash" if isinstance(outcome.value, ChildProcessError) else "build_error"
+            results[i] = MeasureResult.failure(kind, error_message(outcome.value), flops, build_secs=build_secs)
+        else:
+            built.append((i, outcome.value))
+    return BuiltBatch(results, built, build_secs)
+
+
+def error_message(err: Any) -> str:
+    """The useful tail of an error's text (TVM errors end with the most specific line)."""
     text = str(err).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    # TVM errors end with the most specific line; keep the tail.
     return "\n".join(lines[-6:])[:2000] or type(err).__name__

@@ -13,8 +13,10 @@ __all__ = ["ERROR_KINDS", "MeasureResult"]
 #: thread limits) before building; ``build_error``: TVM failed to compile it; ``run_error``:
 #: the kernel failed at run time; ``wrong_result``: its output disagrees with the reference;
 #: ``timeout``: the build or run exceeded its limit; ``worker_crash``: the worker process
-#: died (segfault, OOM).
-ERROR_KINDS = ("invalid", "build_error", "run_error", "wrong_result", "timeout", "worker_crash")
+#: died (segfault, OOM); ``rpc_error``: the remote device measuring it was lost (server
+#: killed, connection reset, session expired) or none could be had (the message names the
+#: device, its key and the tracker).
+ERROR_KINDS = ("invalid", "build_error", "run_error", "wrong_result", "timeout", "worker_crash", "rpc_error")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import numpy as np
 
 from tune_gym.space import LAYOUT_REWRITE_PREPROC
 
-__all__ = ["Pack", "build_artifact", "init_worker", "pack_weight", "reference_output",
+__all__ = ["CACHED_PACKS", "Pack", "build_artifact", "init_worker", "measure_kernel", "pack_weight", "reference_output",
            "run_artifact", "weight_packs"]
 
 #: One weight layout rewrite: ``(input index, packed shape, index expressions)``. Each index
@@ -34,6 +34,8 @@ __all__ = ["Pack", "build_artifact", "init_worker", "pack_weight", "reference_ou
 #: ``("var", axis)``, ``("const", value)`` or ``(op, lhs, rhs)`` with ``op`` one of ``add``,
 #: ``sub``, ``mul``, ``floordiv``, ``floormod``; ``packed[exprs(i)] = weight[i]`` for every ``i``.
 Pack = tuple[int, tuple[int, ...], tuple[Any, ...]]
+#: Packed weight layouts :func:`measure_kernel` keeps on a device when given a cache.
+CACHED_PACKS = 8
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "floordiv", "FloorMod": "floormod"}
 
 
@@ -185,15 +187,10 @@ def run_artifact(job: dict[str, Any]) -> dict[str, Any]:
     """Load a built kernel, time it, optionally check its output, then delete the artifact.
 
     Args:
-        job: ``path``; ``device`` ("cpu"/"cuda"); ``inputs`` (list of shapes in the op's own
-            layout), ``output`` (shape), ``dtype``; ``packs`` (the build's :data:`Pack` s: those
-            inputs are passed packed) and ``args`` (the build's argument shapes, checked);
-            ``number``, ``repeat``, ``min_repeat_ms``, ``flush_cache``; ``check_task`` (a task
-            URI to check against PyTorch, or None); ``seed``; ``adaptive`` (None, or a dict for
-            :func:`tune_gym.measure.adaptive.adaptive_costs`).
+        job: ``path``; ``device`` ("cpu"/"cuda"); the rest as :func:`measure_kernel` takes it.
 
     Returns:
-        ``{"costs": [seconds per call per repeat], "check_error": str | None, "extra": {...}}``.
+        What :func:`measure_kernel` returns.
     """
     import tvm
 
@@ -201,37 +198,83 @@ def run_artifact(job: dict[str, Any]) -> dict[str, Any]:
     try:
         lib = tvm.runtime.load_module(path)
         dev = tvm.cuda(0) if job["device"] == "cuda" else tvm.cpu(0)
-        host = _inputs(job["inputs"], job["dtype"], job["seed"])
-        kernel_inputs = list(host)
-        for pack in job.get("packs") or ():
-            kernel_inputs[pack[0]] = pack_weight(host[pack[0]], pack)
-        if job.get("args"):
-            want = [tuple(shape) for shape, _ in job["args"]]
-            got = [x.shape for x in kernel_inputs] + [tuple(job["output"])]
-            if got != want:
-                raise ValueError(f"argument shapes {got} do not match the built kernel's {want}")
-        args = [tvm.runtime.tensor(x, dev) for x in kernel_inputs]
-        out = tvm.runtime.tensor(np.zeros(job["output"], dtype=job["dtype"]), dev)
-        check_error = None
-        if job.get("check_task"):
-            lib["main"](*args, out)
-            dev.sync()
-            check_error = _compare(out.numpy(), reference_output(job["check_task"], host))
-        extra: dict[str, Any] = {}
-        if job.get("adaptive") is not None:
-            from tune_gym.measure.adaptive import adaptive_costs
-
-            costs, extra = adaptive_costs(lib, dev, [*args, out], **job["adaptive"])
-        else:
-            timer = lib.time_evaluator(
-                "main", dev, number=job["number"], repeat=job["repeat"],
-                min_repeat_ms=job["min_repeat_ms"],
-                f_preproc="cache_flush_cpu_non_first_arg" if job.get("flush_cache") else "",
-            )
-            costs = list(timer(*args, out).results)
-        return {"costs": [float(c) for c in costs], "check_error": check_error, "extra": extra}
+        return measure_kernel(lib, dev, job)
     finally:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+def measure_kernel(lib: Any, dev: Any, job: dict[str, Any], cache: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """Time a loaded kernel on a device, optionally checking its output first.
+
+    ``lib`` and ``dev`` may be local or remote (a module loaded through a TVM RPC session and
+    that session's device): the inputs are drawn here and copied to ``dev``.
+
+    Args:
+        lib: the loaded module (its ``main`` is the kernel).
+        dev: the device to run on.
+        job: ``inputs`` (list of shapes in the op's own layout), ``output`` (shape),
+            ``dtype``; ``packs`` (the build's :data:`Pack` s: those inputs are passed packed)
+            and ``args`` (the build's argument shapes, checked); ``number``, ``repeat``,
+            ``min_repeat_ms``, ``flush_cache``; ``check_task`` (a task URI to check against
+            PyTorch, or None); ``seed``; ``adaptive`` (None, or a dict for
+            :func:`tune_gym.measure.adaptive.adaptive_costs`).
+        cache: a dict the caller keeps across kernels of one task on one device (same
+            ``inputs``, ``output``, ``dtype`` and ``seed``), or None. With it the inputs are
+            drawn once and copied to the device once per layout (the last
+            :data:`CACHED_PACKS` packed layouts are kept): kernels only read their inputs.
+            A checked kernel still writes into a fresh zeroed output.
+
+    Returns:
+        ``{"costs": [seconds per call per repeat], "check_error": str | None, "extra": {...}}``.
+    """
+    import tvm
+
+    cache = {} if cache is None else cache
+    if "host" not in cache:
+        cache["host"] = _inputs(job["inputs"], job["dtype"], job["seed"])
+    host: list[np.ndarray] = cache["host"]
+    packs = {pack[0]: pack for pack in job.get("packs") or ()}
+    if job.get("args"):
+        want = [tuple(shape) for shape, _ in job["args"]]
+        got = [tuple(packs[n][1]) if n in packs else x.shape for n, x in enumerate(host)] + [tuple(job["output"])]
+        if got != want:
+            raise ValueError(f"argument shapes {got} do not match the built kernel's {want}")
+    packed: dict[Any, Any] = cache.setdefault("packed", {})
+    args = []
+    for n, x in enumerate(host):
+        if n not in packs:
+            if ("input", n) not in cache:
+                cache[("input", n)] = tvm.runtime.tensor(x, dev)
+            args.append(cache[("input", n)])
+            continue
+        if packs[n] not in packed:
+            while len(packed) >= CACHED_PACKS:
+                del packed[next(iter(packed))]
+            packed[packs[n]] = tvm.runtime.tensor(pack_weight(x, packs[n]), dev)
+        args.append(packed[packs[n]])
+    zeros = lambda: tvm.runtime.tensor(np.zeros(job["output"], dtype=job["dtype"]), dev)
+    check_error = None
+    if job.get("check_task"):
+        out = zeros()
+        lib["main"](*args, out)
+        dev.sync()
+        check_error = _compare(out.numpy(), reference_output(job["check_task"], host))
+    if "output" not in cache:
+        cache["output"] = zeros()
+    out = cache["output"]
+    extra: dict[str, Any] = {}
+    if job.get("adaptive") is not None:
+        from tune_gym.measure.adaptive import adaptive_costs
+
+        costs, extra = adaptive_costs(lib, dev, [*args, out], **job["adaptive"])
+    else:
+        timer = lib.time_evaluator(
+            "main", dev, number=job["number"], repeat=job["repeat"],
+            min_repeat_ms=job["min_repeat_ms"],
+            f_preproc="cache_flush_cpu_non_first_arg" if job.get("flush_cache") else "",
+        )
+        costs = list(timer(*args, out).results)
+    return {"costs": [float(c) for c in costs], "check_error": check_error, "extra": extra}
 
 
 def _compare(out: np.ndarray, ref: np.ndarray) -> str | None:
