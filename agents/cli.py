@@ -55,20 +55,29 @@ def dataset_name(text: str, preset: str) -> str:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    import contextlib
     import shlex
     import sys
 
     from agents.base import make_agent
     from tune_gym.cli import parse_options, parse_task
     from tune_gym.datasets.collect import collect, parse_plan
-    from tune_gym.measure.live import LiveBackend
 
     plans = [parse_plan(text, seed=args.seed, agent=args.explore_agent) for text in args.plan]
     if args.out and len(args.tasks) > 1:
         raise ValueError("--out names one dataset file; give one task, or use --out-dir")
     explorer = lambda plan: make_agent(plan.agent, **parse_options(args.explore_option))
     command = shlex.join(["tune-gym", *sys.argv[1:]]) if sys.argv[1:2] == ["collect"] else None
-    with LiveBackend(repeat=args.repeat, build_workers=args.build_workers) as backend:
+    if args.backend == "live":
+        from tune_gym.measure.live import LiveBackend
+
+        backend = LiveBackend(**{"repeat": args.repeat, "build_workers": args.build_workers,
+                                 **parse_options(args.backend_option)})
+    else:  # a simulated backend (vta-sim): no builds, no timing on this machine
+        from tune_gym.measure import make_backend
+
+        backend = make_backend(args.backend, **parse_options(args.backend_option))
+    with contextlib.closing(backend):
         for text in args.tasks:
             task = parse_task(text)
             out = args.out or args.out_dir / dataset_name(text, args.preset)
@@ -76,8 +85,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
                          save_every=args.save_every, progress=not args.quiet, command=command,
                          measure=not args.save_only, note=args.note)
             s = ds.summary()
+            ref = "simulated peak" if getattr(backend, "simulated", False) else "PyTorch"
             print(f"{out}: {s['rows']} rows ({s['ok']} ran) of {task.uri}, best {s['best_gflops']:.2f} GFLOPS, "
-                  f"PyTorch {s['reference_gflops']} GFLOPS")
+                  f"{ref} {s['reference_gflops']} GFLOPS")
     return 0
 
 
@@ -116,6 +126,11 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of random draws and of the exploration agent")
     p.add_argument("--explore-agent", default="xgb-sa", help="agent that chooses exploration configs")
     p.add_argument("--explore-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--backend", default="live", choices=["live", "vta-sim"],
+                   help="what measures: live (this machine) or vta-sim (the simulated VTA, for vta tasks; "
+                        "e.g. --out-dir benchmarks/datasets/vta)")
+    p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
+                   help="backend option (live: a LiveConfig field; vta-sim: a VTATiming field)")
     p.add_argument("--repeat", type=int, default=3, help="timed repeats per config")
     p.add_argument("--build-workers", type=int, help="parallel build processes (default: the host's cores)")
     p.add_argument("--batch", type=int, default=32, help="configs per backend call")

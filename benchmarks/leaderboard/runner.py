@@ -41,13 +41,20 @@ def _timed(fn: Callable[..., Any], clock: list[float]) -> Callable[..., Any]:
 
 
 def make_env(spec: RunSpec) -> Any:
-    """The ``Tune-v0`` env of a run (replay/surrogate data from the dataset catalog)."""
+    """The ``Tune-v0`` env of a run (replay/surrogate data from the dataset catalog).
+
+    A space without TVM schedules (a simulated target such as ``vta``) has no schedule to
+    encode: its env observes knobs only (``observation="knobs"``)."""
     import gymnasium as gym
 
     import tune_gym  # noqa: F401  (registers the envs)
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks import Task
 
+    knobs_only = not KnobSpace.for_task(Task.parse(spec.task), spec.preset).has_schedules
     return gym.make("tune_gym/Tune-v0", task=spec.task, preset=spec.preset, backend=spec.backend,
-                    batch_size=spec.batch, budget=spec.budget, disable_env_checker=True)
+                    batch_size=spec.batch, budget=spec.budget, disable_env_checker=True,
+                    **({"observation": "knobs"} if knobs_only else {}))
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:

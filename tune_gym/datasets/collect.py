@@ -20,10 +20,17 @@ configs first), so after a kill it continues from the data rather than from its 
 nothing is measured twice and the count of exploration configs still ends at ``n``.
 
 Builds run in parallel (the live backend's build workers); timing runs one at a time.
+
+Simulated data: a backend with ``simulated = True`` (``vta-sim``) measures nothing on this
+machine, so its rows name the backend as their host (``host = "vta-sim"``, with
+``{"simulated": True}`` as that host's fingerprint), and the collection step says so
+(``"simulated": "vta-sim"`` and a note). Invalid configs keep the error kind and message the
+backend returned.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 import sys
@@ -124,6 +131,7 @@ def collect(
         measure: ``False`` only rewrites ``out`` from the journal (e.g. after killing a
             collection, to save what it measured since its last rewrite) and measures nothing.
         note: a remark kept with this step in the metadata (e.g. what else ran on the host).
+            With a simulated backend a note saying so is always added.
 
     Returns:
         The dataset as written.
@@ -150,6 +158,11 @@ def collect(
     started = time.time()
     entry = {"command": command or shlex.join(["tune-gym", "collect", *sys.argv[1:]]),
              "plans": [asdict(p) for p in plans] if measure else [], "host": host_id(), "started": started}
+    simulated_host = backend.name if getattr(backend, "simulated", False) else None
+    if simulated_host:  # no machine measured these rows: the backend is their host
+        entry["simulated"] = simulated_host
+        note = "; ".join(filter(None, [f"simulated: every row comes from the {simulated_host} backend's model, "
+                                       "nothing was measured on hardware", note]))
     if note:
         entry["note"] = note
     modes = _ModeBook(plans, selections, previous)
@@ -159,7 +172,7 @@ def collect(
                                  or (backend.reference(task) if hasattr(backend, "reference") else None)
                                  or measure_reference(task))
             at_start = len(session.measured)
-            saver = _Saver(out, task, preset, journal, modes, previous, entry, save_every)
+            saver = _Saver(out, task, preset, journal, modes, previous, entry, save_every, simulated_host)
             for plan, selection in zip(plans if measure else [], selections):
                 session.new_run()
                 if plan.mode == "exploration":
@@ -229,8 +242,10 @@ class _Saver:
     """Rewrites the Parquet dataset from the journal every ``every`` seconds."""
 
     def __init__(self, out: Path, task: Task, preset: str, journal: Path, modes: _ModeBook,
-                 previous: Dataset | None, entry: dict[str, Any], every: float) -> None:
+                 previous: Dataset | None, entry: dict[str, Any], every: float,
+                 simulated_host: str | None = None) -> None:
         self.out, self.task, self.preset, self.journal = out, task, preset, journal
+        self.simulated_host = simulated_host
         self.modes, self.entry, self.every = modes, entry, every
         self.history = list(previous.meta.get("collection", [])) if previous is not None else []
         self.last = time.monotonic()
@@ -245,9 +260,13 @@ class _Saver:
         entry = dict(self.entry)
         entry.setdefault("finished", None if not final else time.time())
         entry["wall_secs"] = round(time.time() - entry["started"], 1)
+        if self.simulated_host:
+            records = [dataclasses.replace(r, host=self.simulated_host) for r in records]
         ds = Dataset.from_records(records, task=self.task, preset=self.preset,
                                   mode=[self.modes.mode_of(tuple(r.config)) for r in records],
                                   collection=[*self.history, entry])
+        if self.simulated_host:
+            ds.meta["hosts"][self.simulated_host] = {"simulated": True, "cpu": f"simulated ({self.simulated_host})"}
         ds.save(self.out)
         self.last = time.monotonic()
         return ds

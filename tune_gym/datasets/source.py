@@ -63,12 +63,13 @@ class DataSource:
         key = (task.uri, preset)
         if key not in self.loaded and self.use_catalog:
             from tune_gym.datasets import load_dataset
-            from tune_gym.datasets.catalog import data_dirs, find_dataset
+            from tune_gym.datasets.catalog import find_dataset, task_data_dirs
 
             entry = find_dataset(task, preset)
             if entry is None:
                 raise TuneGymError(
-                    f"{self.who}: no dataset of {task.uri} (preset {preset}) in {', '.join(map(str, data_dirs()))}; "
+                    f"{self.who}: no dataset of {task.uri} (preset {preset}) in "
+                    f"{', '.join(map(str, task_data_dirs(task)))}; "
                     f"collect one with `tune-gym collect {task.uri} --preset {preset}` or pass dataset=")
             self.sources.append(str(entry.path))
             self._add(load_dataset(entry.path, KnobSpace.for_task(task, preset)))
@@ -88,9 +89,9 @@ class DataSource:
                 found += [(pre != preset, -len(ds), str(ds.source), ds.reference) for ds in dss
                           if ds.reference is not None]
         if self.use_catalog:
-            from tune_gym.datasets.catalog import catalog
+            from tune_gym.datasets.catalog import catalog, task_data_dirs
 
-            for entry in catalog():
+            for entry in catalog(task_data_dirs(task)):
                 refs = entry.meta.get("references", {})
                 if entry.task == task.uri and refs:
                     host = next((h for h in entry.hosts if h in refs), next(iter(refs)))

@@ -47,6 +47,9 @@ class VTASimBackend:
     """
 
     name = "vta-sim"
+    #: Nothing is measured on this machine: the dataset collector records ``vta-sim`` as the
+    #: rows' host and marks the data simulated (:mod:`tune_gym.datasets.collect`).
+    simulated = True
 
     def __init__(self, timing: VTATiming | None = None, **options: Any) -> None:
         unknown = sorted(set(options) - set(OPTIONS))
