@@ -33,7 +33,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     summary = tune(
         parse_task(args.task), agent=args.agent, agent_options=parse_options(args.option), trials=args.trials,
         batch=args.batch, log=args.log, resume=args.resume, seed=args.seed, preset=args.preset,
-        plot=args.plot, export=args.export, progress=not args.quiet, backend_options=backend_options,
+        plot=args.plot, export=args.export, progress=not args.quiet, backend=args.backend,
+        backend_options=backend_options,
     )
     print_summary(summary)
     return 0
@@ -93,6 +94,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``agents``, ``tune`` and ``collect`` to the ``tune-gym`` subcommands ``sub``."""
+    from tune_gym.measure import BACKENDS
+
     p = sub.add_parser("agents", help="list search agents")
     p.set_defaults(fn=cmd_agents)
 
@@ -104,8 +107,12 @@ def register(sub: Any) -> None:
     p.add_argument("--resume", action="store_true", help="skip configs already in --log")
     p.add_argument("--agent", default="random", help="agent id (see `tune-gym agents`)")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
+    p.add_argument("--backend", default="live", choices=BACKENDS,
+                   help="what measures: live (this machine, the default), replay / surrogate (a dataset), "
+                        "rpc (devices of a TVM RPC tracker: -b tracker=HOST:PORT -b key=KEY), vta-sim")
     p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
-                   help="live backend option (LiveConfig field: repeat, number, min_repeat_ms, flush_cache, ...)")
+                   help="backend option (live and rpc: LiveConfig fields such as repeat, number, "
+                        "min_repeat_ms; rpc: tracker, key, devices; vta-sim: VTATiming fields)")
     p.add_argument("--adaptive", action="store_true",
                    help="AdaTune's adaptive evaluator (micro-batches of 50 runs, stop at CV < 0.1, at most 500 runs)")
     p.add_argument("--seed", type=int, default=0)

@@ -38,9 +38,13 @@ def tune(
 ) -> TuneSummary:
     """Tune ``task`` with an agent on a ``Tune-v0`` env; write records, plot and database if asked."""
     tuner = make_agent(agent, **(agent_options or {}))
+    from tune_gym.space import KnobSpace
+
+    # a simulated target's configs have no TVM schedule to encode: its env observes the knobs
+    knobs_only = {} if KnobSpace.for_task(task, preset).has_schedules else {"observation": "knobs"}
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
-                   disable_env_checker=True)
+                   disable_env_checker=True, **knobs_only)
     base: Any = env.unwrapped
     bar = None
     if progress:
@@ -130,7 +134,8 @@ def print_summary(summary: TuneSummary, top: int = 5) -> None:
     if best is not None:
         ratio = best.result.gflops / summary.reference_gflops if summary.reference_gflops else float("nan")
         print(f"\nbest tuned kernel  {best.result.gflops:8.2f} GFLOPS")
-        print(f"PyTorch (same op)  {summary.reference_gflops:8.2f} GFLOPS   -> tuned/PyTorch = {ratio:.2f}x")
+        ref = "simulated peak" if "simulated" in (summary.reference_method or "") else "PyTorch (same op)"
+        print(f"{ref:<18} {summary.reference_gflops:8.2f} GFLOPS   -> tuned/{ref.split(' (')[0]} = {ratio:.2f}x")
         print(f"                   ({summary.reference_method})")
     for label, path in (("records", summary.log), ("plot", summary.plot), ("database", summary.export)):
         if path is not None:
