@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -103,7 +104,11 @@ def test_validate_catches_a_tampered_number_and_a_swapped_config(suite_file, tmp
     run_suite(load_suite(suite_file), out, progress=False, seeds=1)
     lines = out.read_text().splitlines()
     run = json.loads(lines[1])
-    run["gflops"][3] *= 1.5  # a better number than was measured
+    bumped = [math.nextafter(g, math.inf) for g in run["gflops"]]  # another CPU's last bit
+    last_bit = dict(run, gflops=bumped, best_gflops=max(bumped))
+    (tmp_path / "ulp.jsonl").write_text("\n".join([lines[0], json.dumps(last_bit), *lines[2:]]) + "\n")
+    assert validate(tmp_path / "ulp.jsonl", rerun=0).ok
+    run["gflops"][3] *= 1 + 1e-6  # a slightly better number than was measured
     (tmp_path / "number.jsonl").write_text("\n".join([lines[0], json.dumps(run), *lines[2:]]) + "\n")
     report = validate(tmp_path / "number.jsonl", rerun=0)
     assert not report.ok and any("gflops of trial 4" in p for p in report.problems)

@@ -28,14 +28,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.targets import host_cores
 from tune_gym.tasks.task import Task
 
-__all__ = ["BuiltBatch", "LiveBackend", "LiveConfig", "build_batch", "error_message", "make_build_pool"]
+__all__ = ["BuiltBatch", "LiveBackend", "LiveConfig", "ProcessBackend", "build_batch", "error_message",
+           "make_build_pool"]
 
 
 @dataclass
@@ -76,7 +77,30 @@ class LiveConfig:
         return self.run_timeout if self.adaptive is None else max(self.run_timeout, 180.0)
 
 
-class LiveBackend:
+class ProcessBackend:
+    """The lifecycle of a backend that owns worker processes: :meth:`close` ends them, on
+    ``with`` exit and (best effort) on collection; copies of an env share the one handle."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __deepcopy__(self, memo: dict) -> Self:
+        return self
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class LiveBackend(ProcessBackend):
     """Builds and times configs for real. ``name = "live"``.
 
     Example:
@@ -122,22 +146,6 @@ class LiveBackend:
             if pool is not None:
                 pool.shutdown(wait=False)
         self._build_pool = self._run_pool = None
-
-    def __deepcopy__(self, memo: dict) -> LiveBackend:
-        """A backend is a handle on worker processes: copies of an env share it."""
-        return self
-
-    def __enter__(self) -> LiveBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # ------------------------------------------------------------------ measurement
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:

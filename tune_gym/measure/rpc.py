@@ -58,7 +58,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tune_gym.errors import TuneGymError
-from tune_gym.measure.live import BuiltBatch, LiveConfig, build_batch, error_message, make_build_pool
+from tune_gym.measure.live import (
+    BuiltBatch,
+    LiveConfig,
+    ProcessBackend,
+    build_batch,
+    error_message,
+    make_build_pool,
+)
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -111,7 +118,7 @@ class RemoteDevice:
     session: Any
 
 
-class RPCBackend:
+class RPCBackend(ProcessBackend):
     """Builds configs here and times them on TVM RPC devices. ``name = "rpc"``.
 
     Raises:
@@ -172,22 +179,6 @@ class RPCBackend:
         if self._build_pool is not None:
             self._build_pool.shutdown(wait=False)
             self._build_pool = None
-
-    def __deepcopy__(self, memo: dict) -> RPCBackend:
-        """A backend is a handle on worker processes: copies of an env share it."""
-        return self
-
-    def __enter__(self) -> RPCBackend:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # ------------------------------------------------------------------ measurement
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
