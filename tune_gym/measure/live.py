@@ -84,6 +84,15 @@ class ProcessBackend:
     def close(self) -> None:
         raise NotImplementedError
 
+    @staticmethod
+    def _configured(config: Any, overrides: dict[str, Any], who: str) -> Any:
+        """``config`` with keyword ``overrides`` set on it; an unknown option is a TypeError."""
+        for key, value in overrides.items():
+            if not hasattr(config, key):
+                raise TypeError(f"{who}: unknown option {key!r}")
+            setattr(config, key, value)
+        return config
+
     def __deepcopy__(self, memo: dict) -> Self:
         return self
 
@@ -112,11 +121,7 @@ class LiveBackend(ProcessBackend):
     name = "live"
 
     def __init__(self, config: LiveConfig | None = None, **overrides: Any) -> None:
-        self.config = config or LiveConfig()
-        for key, value in overrides.items():
-            if not hasattr(self.config, key):
-                raise TypeError(f"LiveBackend: unknown option {key!r}")
-            setattr(self.config, key, value)
+        self.config = self._configured(config or LiveConfig(), overrides, "LiveBackend")
         self._build_pool: Any = None
         self._run_pool: Any = None
         self._checked: set[str] = set()

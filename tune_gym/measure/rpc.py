@@ -135,11 +135,7 @@ class RPCBackend(ProcessBackend):
     name = "rpc"
 
     def __init__(self, config: RPCConfig | None = None, **overrides: Any) -> None:
-        self.config = config or RPCConfig()
-        for key, value in overrides.items():
-            if not hasattr(self.config, key):
-                raise TypeError(f"RPCBackend: unknown option {key!r}")
-            setattr(self.config, key, value)
+        self.config = self._configured(config or RPCConfig(), overrides, "RPCBackend")
         c = self.config
         host, sep, port = str(c.tracker).rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
