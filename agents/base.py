@@ -29,7 +29,7 @@ from tune_gym.session import Trial
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["Agent", "NotApplicable", "RunResult", "list_agents", "make_agent", "register", "run",
+__all__ = ["Agent", "EnvRunner", "NotApplicable", "RunResult", "list_agents", "make_agent", "register", "run",
            "unavailable_agents"]
 
 
@@ -184,41 +184,77 @@ class RunResult:
         return np.maximum.accumulate([t.result.gflops for t in self.trials]) if self.trials else np.zeros(0)
 
 
-def run(agent: Agent, env: Any, seed: int | None = None,
-        callback: Callable[[Sequence[Trial]], None] | None = None) -> RunResult:
-    """Drive a ``tune_gym/Tune-v0`` env with ``agent`` until the budget or the space runs out.
+class EnvRunner:
+    """Drives one ``tune_gym/Tune-v0`` env with one agent, one batch per :meth:`step`.
 
-    Each step asks the agent for up to the env's batch size; an agent with a smaller plan
-    proposes fewer, and the batch is padded by repeating its last config, which the env's
-    session serves again for free. The env validates the configs (once) and its session
-    decides what is new, measured, or skipped; the agent observes every config it proposed
-    that was evaluated. ``callback`` gets the new trials of each step.
+    :func:`run` loops over it until the env is done; a network's task scheduler
+    (:mod:`tune_gym.networks.tuner`) holds one per task and decides which steps next.
+
+    Each step asks the agent for up to the env's batch size (or ``limit``); an agent with a
+    smaller plan proposes fewer, and the batch is padded by repeating its last config, which
+    the env's session serves again for free. The env validates the configs (once) and its
+    session decides what is new, measured, or skipped; the agent observes every config it
+    proposed that was evaluated. ``callback`` gets the new trials of each step.
     """
-    base = env.unwrapped
-    start = time.perf_counter()
-    _, info = env.reset(seed=seed)
-    agent.reset(base.space, base.task, seed)
-    result = RunResult(base.task, agent.name or type(agent).__name__)
-    prior: tuple[Trial, ...] = info.get("new_trials", ())
-    if prior:  # records loaded from a log: let the agent learn from them
-        agent.observe([t.config for t in prior], [t.result for t in prior])
-        result.trials.extend(prior)
-    while True:
-        configs = agent.propose(base.batch_size)[: base.batch_size]
+
+    def __init__(self, agent: Agent, env: Any, seed: int | None = None,
+                 callback: Callable[[Sequence[Trial]], None] | None = None) -> None:
+        self.agent, self.env, self.seed, self.callback = agent, env, seed, callback
+        self.base = env.unwrapped
+        self.result = RunResult(self.base.task, agent.name or type(agent).__name__)
+        self.done = False
+        self._started = False
+
+    def start(self) -> list[Trial]:
+        """Reset the env and the agent; returns the trials loaded from records (the agent has
+        observed them)."""
+        _, info = self.env.reset(seed=self.seed)
+        self.agent.reset(self.base.space, self.base.task, self.seed)
+        self._started = True
+        prior: tuple[Trial, ...] = info.get("new_trials", ())
+        if prior:  # records loaded from a log: let the agent learn from them
+            self.agent.observe([t.config for t in prior], [t.result for t in prior])
+            self.result.trials.extend(prior)
+        self.done = self.base.session.exhausted or self.base.session.space_done
+        return list(prior)
+
+    def step(self, limit: int | None = None) -> list[Trial]:
+        """One batch of at most ``limit`` new configs (default: the env's batch size); returns
+        the new trials and sets :attr:`done` when the agent, the budget or the space ran out."""
+        if not self._started:
+            self.start()
+        if self.done:
+            return []
+        base = self.base
+        n = base.batch_size if limit is None else max(1, min(limit, base.batch_size))
+        configs = self.agent.propose(n)[:n]
         if not configs:
-            break
+            self.done = True
+            return []
         padded = list(configs) + [configs[-1]] * (base.batch_size - len(configs))
         if base.action_format == "index":
             action = np.array([base.space.index(c) for c in padded], dtype=np.int64)
         else:
             action = np.array(padded, dtype=np.int64).reshape(base.action_space.shape)
-        _, _, terminated, truncated, info = env.step(action)
+        _, _, terminated, truncated, info = self.env.step(action)
         evaluated = [o for o in info["outcomes"][: len(configs)] if o.trial is not None]
-        agent.observe([o.config for o in evaluated], [o.trial.result for o in evaluated])
-        result.trials.extend(info["new_trials"])
-        if callback is not None:
-            callback(info["new_trials"])
-        if terminated or truncated:
-            break
-    result.seconds = time.perf_counter() - start
-    return result
+        self.agent.observe([o.config for o in evaluated], [o.trial.result for o in evaluated])
+        new = list(info["new_trials"])
+        self.result.trials.extend(new)
+        if self.callback is not None:
+            self.callback(new)
+        self.done = bool(terminated or truncated)
+        return new
+
+
+def run(agent: Agent, env: Any, seed: int | None = None,
+        callback: Callable[[Sequence[Trial]], None] | None = None) -> RunResult:
+    """Drive a ``tune_gym/Tune-v0`` env with ``agent`` until the budget or the space runs out
+    (:class:`EnvRunner`, step after step)."""
+    start = time.perf_counter()
+    runner = EnvRunner(agent, env, seed, callback)
+    runner.start()
+    while not runner.done:
+        runner.step()
+    runner.result.seconds = time.perf_counter() - start
+    return runner.result

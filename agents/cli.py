@@ -1,4 +1,4 @@
-"""The agent commands of ``tune-gym``: ``agents``, ``tune`` and ``collect``.
+"""The agent commands of ``tune-gym``: ``agents``, ``tune``, ``collect`` and ``network``.
 
 Registered with the core command through the ``tune_gym.cli`` entry-point group
 (pyproject.toml), so ``tune_gym`` itself never imports ``agents``.
@@ -37,6 +37,28 @@ def cmd_tune(args: argparse.Namespace) -> int:
         backend_options=backend_options,
     )
     print_summary(summary)
+    return 0
+
+
+def cmd_network(args: argparse.Namespace) -> int:
+    import json
+
+    from agents.network import network_report, print_network_report, tune_network
+    from tune_gym.cli import parse_options
+    from tune_gym.networks import import_network
+
+    net = import_network(args.model, args.target, seed=args.seed)
+    result = tune_network(net, agent=args.agent, trials=args.trials, batch=args.batch, scheduler=args.scheduler,
+                          agent_options=parse_options(args.option), out_dir=args.out, resume=args.resume,
+                          seed=args.seed, backend=args.backend, backend_options=parse_options(args.backend_option),
+                          preset=args.preset, progress=not args.quiet)
+    threads = int(net.target.resolved().get("num-cores", 1))
+    compare = tuple(c for c in args.compare.split(",") if c)
+    report = network_report(result, threads, compare, timing_repeats=args.timing_repeats)
+    print_network_report(report)
+    path = args.out / "summary.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"summary   {path}")
     return 0
 
 
@@ -93,7 +115,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """Add ``agents``, ``tune`` and ``collect`` to the ``tune-gym`` subcommands ``sub``."""
+    """Add ``agents``, ``tune``, ``collect`` and ``network`` to the ``tune-gym`` subcommands ``sub``."""
     from tune_gym.measure import BACKENDS
 
     p = sub.add_parser("agents", help="list search agents")
@@ -121,6 +143,27 @@ def register(sub: Any) -> None:
     p.add_argument("--export", type=Path, help="export the best config as a MetaSchedule database here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
+
+    p = sub.add_parser("network", help="tune every kernel of a network, compile it, time it end to end")
+    p.add_argument("model", help="a model of tune_gym.networks.models (resnet18, mobilenet_v2, ..., tiny)")
+    p.add_argument("--agent", default="xgb-sa", help="agent id, one instance per kernel (see `tune-gym agents`)")
+    p.add_argument("--trials", type=int, default=512, help="budget of unique trials over all kernels")
+    p.add_argument("--batch", type=int, default=8, help="configs per step of one kernel")
+    p.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"])
+    p.add_argument("--target", default="llvm", help="target as in a task URI (llvm, llvm&cores=1)")
+    p.add_argument("--out", type=Path, required=True, help="run directory: records/, database/, summary.json")
+    p.add_argument("--resume", action="store_true", help="load the records in --out first")
+    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
+    p.add_argument("--backend", default="live", choices=BACKENDS)
+    p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--preset", default="full", choices=["full", "compact"])
+    p.add_argument("--seed", type=int, default=0, help="model weights, inputs and agents (kernel i: seed + i)")
+    p.add_argument("--compare", default="torch,default",
+                   help="comma-separated baselines timed end to end: torch, default, metaschedule (slow: "
+                        "MetaSchedule's tune_relax at the same budget); empty: none")
+    p.add_argument("--timing-repeats", type=int, default=7)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_network)
 
     p = sub.add_parser("collect", help="measure a dataset live (resumable; see tune_gym.datasets.collect)")
     p.add_argument("tasks", nargs="+", help="suite task ids or URIs")

@@ -284,31 +284,38 @@ class KnobSpace:
                 name = rv_annotation.get(inst.outputs[0], f"categorical{idx}")
                 yield inst, Knob(name, "categorical", candidates)
             elif kind == "SampleComputeLocation":
-                block = next((rv_block[b] for b in inst.inputs if b in rv_block), f"block{idx}")
-                locations = self._compute_locations(trace, inst, block)
-                yield inst, Knob(f"compute_at_{block}", "compute_at", locations)
+                named = next((rv_block[b] for b in inst.inputs if b in rv_block), None)
+                block, locations = self._compute_locations(trace, inst)
+                yield inst, Knob(f"compute_at_{named or block}", "compute_at", locations)
             else:
                 raise SpaceError(f"{self.task}: unsupported sampling instruction {kind}")
 
-    def _compute_locations(self, trace: Any, inst: Any, block: str) -> tuple[int, ...]:
-        """The location indices MetaSchedule accepts for this instruction.
+    def _compute_locations(self, trace: Any, inst: Any) -> tuple[str, tuple[int, ...]]:
+        """The block's name and the location indices MetaSchedule accepts for this instruction.
 
         ``SampleComputeLocation`` maps a decision that is not a valid location to the valid
         one before it (or to -1, the root) and records the decision it used, without changing
         the program. So: replay the trace up to the instruction once, then sample with every
-        candidate -2 .. number of loops and collect the recorded decisions.
+        candidate -2 .. number of loops and collect the recorded decisions. The block is found
+        by position (the replayed instruction and output that made it), so blocks made by the
+        schedule itself (``rfactor``, cache stages) work as well as named ones.
         """
         k = list(trace.insts).index(inst)
         prefix = trace.insts[:k]
         decisions = {i: d for i, d in trace.decisions.items() if i in set(prefix)}
         sch = self._tvm.s_tir.Schedule(self.mod)
         self._tvm.s_tir.schedule.Trace(prefix, decisions).apply_to_schedule(sch, remove_postproc=True)
-        rv = sch.get_sblock(block)
+        replayed = list(sch.trace.insts)
+        if len(replayed) != len(prefix):
+            raise SpaceError(f"{self.task}: replaying {len(prefix)} instructions gave {len(replayed)}")
+        source = inst.inputs[0]
+        j, o = next((j, o) for j, p in enumerate(prefix) for o, out in enumerate(p.outputs) if out.same_as(source))
+        rv = replayed[j].outputs[o]
         ok = set()
         for loc in range(-2, _count_loops(sch.mod) + 1):
             sch.sample_compute_location(rv, decision=loc)
             ok.add(int(sch.trace.decisions[sch.trace.insts[-1]]))
-        return tuple(sorted(ok))
+        return str(sch.get(rv).name_hint), tuple(sorted(ok))
 
     # ------------------------------------------------------------------ basic facts
     @property

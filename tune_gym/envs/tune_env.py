@@ -188,7 +188,7 @@ class TuneEnv(gym.Env):
         self._task_features = task_features(self.task)
         self._default_config = self.space.canonical([0] * k)  # shown before any measurement
         entry_bytes = sum(4 * math.prod(box.shape) for box in best.values())
-        self._encoding_limit = max(8, _ENCODING_CACHE_BYTES // entry_bytes)
+        self._encoding_limit = max(8, _ENCODING_CACHE_BYTES // max(1, entry_bytes))
         self._encodings: dict[Config, dict[str, np.ndarray]] = {}  # config -> best-config keys, see _encoding
         self._session_fresh = True  # the session's first run (with resumed records) not yet used
         self._clear_last()

@@ -165,7 +165,8 @@ class LiveBackend(ProcessBackend):
 
         spec = {
             "device": "cuda" if task.target.is_gpu else "cpu",
-            "inputs": task.input_shapes, "output": task.output_shape(), "dtype": task.dtype,
+            "inputs": task.input_shapes, "dtypes": task.input_dtypes, "output": task.output_shape(),
+            "dtype": task.dtype,
             "number": self.config.number, "repeat": self.config.repeat,
             "min_repeat_ms": self.config.min_repeat_ms, "flush_cache": self.config.flush_cache,
             "seed": self.config.seed, "adaptive": self.config.adaptive,

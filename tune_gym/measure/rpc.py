@@ -194,7 +194,8 @@ class RPCBackend(ProcessBackend):
         """Run ``batch.built`` on the devices, filling ``batch.results``."""
         c = self.config
         spec = {
-            "inputs": task.input_shapes, "output": task.output_shape(), "dtype": task.dtype,
+            "inputs": task.input_shapes, "dtypes": task.input_dtypes, "output": task.output_shape(),
+            "dtype": task.dtype,
             "number": c.number, "repeat": c.repeat, "min_repeat_ms": c.min_repeat_ms,
             "flush_cache": c.flush_cache, "seed": c.seed, "adaptive": c.adaptive,
         }

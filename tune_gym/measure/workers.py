@@ -166,20 +166,40 @@ def build_artifact(job: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
     return {"path": path, "args": args, "packs": packs}
 
 
-def _inputs(shapes: list[tuple[int, ...]], dtype: str, seed: int) -> list[np.ndarray]:
+def _inputs(shapes: list[tuple[int, ...]], dtypes: str | list[str], seed: int) -> list[np.ndarray]:
+    """Uniform [-1, 1) floats per input (integer inputs, e.g. indices, are zeros: always in range)."""
     rng = np.random.default_rng(seed)
-    return [rng.uniform(-1.0, 1.0, size=s).astype(dtype) for s in shapes]
+    kinds = [dtypes] * len(shapes) if isinstance(dtypes, str) else list(dtypes)
+    return [rng.uniform(-1.0, 1.0, size=s).astype(d) if np.dtype(d).kind == "f" else np.zeros(s, dtype=d)
+            for s, d in zip(shapes, kinds)]
 
 
 def reference_output(task_uri: str, inputs: list[np.ndarray]) -> np.ndarray:
-    """The op's output on ``inputs`` computed by PyTorch (the vendor library)."""
+    """The op's output on ``inputs`` computed by PyTorch (the vendor library); for a PrimFunc
+    task (:mod:`tune_gym.tasks.prim_func`), by the same function built for the host CPU by TVM
+    without a schedule."""
+    from tune_gym.tasks.task import Task
+
+    task = Task.from_uri(task_uri)
+    if task.op == "prim_func":
+        return _unscheduled_output(task_uri, inputs)
     import torch
+
+    with torch.no_grad():
+        out = task.opdef.torch_fn(torch, task.param_dict, [torch.from_numpy(x) for x in inputs])
+    return out.numpy()
+
+
+def _unscheduled_output(task_uri: str, inputs: list[np.ndarray]) -> np.ndarray:
+    import tvm
 
     from tune_gym.tasks.task import Task
 
     task = Task.from_uri(task_uri)
-    with torch.no_grad():
-        out = task.opdef.torch_fn(torch, task.param_dict, [torch.from_numpy(x) for x in inputs])
+    lib = tvm.compile(task.ir_module(), target=tvm.target.Target({"kind": "llvm"}))
+    dev = tvm.cpu(0)
+    out = tvm.runtime.tensor(np.zeros(task.output_shape(), dtype=task.dtype), dev)
+    lib["main"](*(tvm.runtime.tensor(x, dev) for x in inputs), out)
     return out.numpy()
 
 
@@ -231,7 +251,7 @@ def measure_kernel(lib: Any, dev: Any, job: dict[str, Any], cache: dict[Any, Any
 
     cache = {} if cache is None else cache
     if "host" not in cache:
-        cache["host"] = _inputs(job["inputs"], job["dtype"], job["seed"])
+        cache["host"] = _inputs(job["inputs"], job.get("dtypes") or job["dtype"], job["seed"])
     host: list[np.ndarray] = cache["host"]
     packs = {pack[0]: pack for pack in job.get("packs") or ()}
     if job.get("args"):
@@ -258,7 +278,8 @@ def measure_kernel(lib: Any, dev: Any, job: dict[str, Any], cache: dict[Any, Any
         out = zeros()
         lib["main"](*args, out)
         dev.sync()
-        check_error = _compare(out.numpy(), reference_output(job["check_task"], host))
+        against = "PyTorch" if job["check_task"].startswith("op://") else "the unscheduled TVM build"
+        check_error = _compare(out.numpy(), reference_output(job["check_task"], host), against)
     if "output" not in cache:
         cache["output"] = zeros()
     out = cache["output"]
@@ -277,7 +298,7 @@ def measure_kernel(lib: Any, dev: Any, job: dict[str, Any], cache: dict[Any, Any
     return {"costs": [float(c) for c in costs], "check_error": check_error, "extra": extra}
 
 
-def _compare(out: np.ndarray, ref: np.ndarray) -> str | None:
+def _compare(out: np.ndarray, ref: np.ndarray, against: str = "PyTorch") -> str | None:
     """None when ``out`` matches ``ref`` to float32 reduction-order tolerance, else why not."""
     if out.shape != ref.shape:
         return f"output shape {out.shape} != reference shape {ref.shape}"
@@ -286,6 +307,6 @@ def _compare(out: np.ndarray, ref: np.ndarray) -> str | None:
     bad = err > 1e-3 * scale + 1e-3 * np.abs(ref)
     if bad.any():
         idx = np.unravel_index(int(np.argmax(err)), err.shape)
-        return (f"{int(bad.sum())} of {bad.size} outputs differ from PyTorch; worst at {tuple(map(int, idx))}: "
+        return (f"{int(bad.sum())} of {bad.size} outputs differ from {against}; worst at {tuple(map(int, idx))}: "
                 f"{float(out[idx]):.6g} vs {float(ref[idx]):.6g}")
     return None

@@ -68,7 +68,8 @@ from tune_gym.tasks._checks import fields, pairs, show
 from tune_gym.tasks.ops import MAX_DIM, OpDef, get_op
 from tune_gym.tasks.targets import TargetSpec
 
-__all__ = ["DTYPES", "MAX_URI_LENGTH", "WEIGHT_LAYOUTS", "Task", "default_weights", "register_id_resolver"]
+__all__ = ["DTYPES", "MAX_URI_LENGTH", "WEIGHT_LAYOUTS", "Task", "default_weights", "register_id_resolver",
+           "register_uri_scheme"]
 
 DTYPES = ("float32", "float16", "float64")
 #: Accepted values of a task's ``weights`` (see the module docstring).
@@ -81,6 +82,7 @@ _URI = re.compile(
 _PARAM = re.compile(r"([a-z]+)([0-9]+)", re.ASCII)
 
 _id_resolver: Callable[[str], Task] | None = None
+_uri_schemes: dict[str, Callable[[str], Task]] = {}
 
 
 def register_id_resolver(resolver: Callable[[str], Task]) -> None:
@@ -91,6 +93,12 @@ def register_id_resolver(resolver: Callable[[str], Task]) -> None:
     """
     global _id_resolver
     _id_resolver = resolver
+
+
+def register_uri_scheme(prefix: str, parse: Callable[[str], Task]) -> None:
+    """Make :meth:`Task.from_uri` and :meth:`Task.parse` hand URIs starting with ``prefix`` to
+    ``parse`` (:mod:`tune_gym.tasks.prim_func` registers ``tir://``)."""
+    _uri_schemes[prefix] = parse
 
 
 def _packed_unsupported(opdef: OpDef, target: TargetSpec) -> str:
@@ -179,6 +187,9 @@ class Task:
         if not isinstance(uri, str):
             raise TaskError(f"a task URI must be a str, got {type(uri).__name__} {show(uri)}")
         text = uri.strip()
+        for prefix, parse in _uri_schemes.items():
+            if text.startswith(prefix):
+                return parse(text)
         if len(text) > MAX_URI_LENGTH:
             raise TaskError(f"task URI of {len(text)} characters; accepted: at most {MAX_URI_LENGTH}")
         m = _URI.fullmatch(text)
@@ -216,7 +227,7 @@ class Task:
             raise TaskError(f"a task is a str (a URI op://... or a suite id such as resnet18:1), got "
                             f"{type(text).__name__} {show(text)}")
         text = text.strip()
-        if text.startswith("op://"):
+        if text.startswith("op://") or any(text.startswith(prefix) for prefix in _uri_schemes):
             return cls.from_uri(text)
         if _id_resolver is None:  # pragma: no cover - tune_gym.tasks registers the suites
             raise TaskError(f"{show(text)} is not a task URI (op://...) and no task id resolver is registered")
@@ -273,6 +284,11 @@ class Task:
     @property
     def input_shapes(self) -> list[tuple[int, ...]]:
         return self.opdef.input_shapes(self.param_dict)
+
+    @property
+    def input_dtypes(self) -> list[str]:
+        """The dtype of each input (the task's ``dtype`` for every op-builder task)."""
+        return [self.dtype] * len(self.input_shapes)
 
     def tensors(self) -> list[Any]:
         """TE tensors ``[inputs..., output]``."""

@@ -1,0 +1,290 @@
+"""Tune every kernel of a network under one trial budget, with any registered agent per task
+(``tune-gym network``).
+
+    >>> from agents.network import tune_network
+    >>> from tune_gym.networks import import_network
+    >>> net = import_network("resnet18")
+    >>> result = tune_network(net, agent="xgb-sa", trials=512, out_dir="runs/resnet18")
+    >>> lib = net.compile(result.database())
+
+Each kernel (:class:`~tune_gym.networks.network.NetworkTask`) gets its own ``Tune-v0`` env
+(observation ``knobs``, its records in ``out_dir/records/<digest>.jsonl``) and its own agent,
+seeded ``seed + task index``; all envs share one measurement backend. A scheduler decides which
+task measures the next batch (:data:`SCHEDULERS`):
+
+* ``round-robin``: each task in turn, one batch each;
+* ``gradient`` (the default; Ansor's task scheduler, also MetaSchedule's default): first one
+  batch per task, then always the task where one more batch is expected to cut the weighted
+  network latency ``sum(weight_i * best_latency_i)`` most. The expected cut of task ``i`` after
+  ``t_i`` trials is ``weight_i * (alpha * backward_i + (1 - alpha) * forward_i)`` per trial, with
+  ``backward_i`` the latency it gained per trial over its last ``window`` batches and
+  ``forward_i = best_latency_i / t_i`` (the optimistic guess that as many trials again could
+  take its latency to zero); ``alpha = 0.2`` and ``window = 3`` as in Ansor. Ties go to the
+  first task. Kernels whose space has one config (a reshape) are not tuned: TVM's default
+lowering builds them.
+
+The budget counts unique trials over all tasks, records included: a killed run started again
+with ``resume=True`` loads each task's records (nothing is measured twice) and goes on with the
+scheduler's state rebuilt from them. Every choice is deterministic given the seed and the
+measurements, so on the replay backend one seed gives one run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.base import EnvRunner, make_agent
+from tune_gym.networks.network import Network, NetworkTask
+
+__all__ = ["SCHEDULERS", "NetworkTuneResult", "TaskProgress", "tune_network"]
+
+#: Task schedulers of :func:`tune_network`.
+SCHEDULERS = ("gradient", "round-robin")
+ALPHA = 0.2
+WINDOW = 3
+
+
+@dataclass
+class TaskProgress:
+    """One kernel's state during and after a network run."""
+
+    task: NetworkTask
+    runner: Any = field(repr=False)
+    history: list[tuple[int, float]] = field(default_factory=list)  # (trials used, best latency s) per batch
+
+    @property
+    def trials(self) -> int:
+        return self.runner.base.trials_used
+
+    @property
+    def best_latency(self) -> float:
+        """Seconds per call of the best config so far (``inf`` before one ran)."""
+        best = self.runner.base.session.best
+        return best.result.mean if best is not None and best.result.ok else float("inf")
+
+    @property
+    def best_trial(self) -> Any:
+        return self.runner.base.session.best
+
+
+@dataclass
+class NetworkTuneResult:
+    network: Network
+    agent: str
+    scheduler: str
+    trials: int
+    batch: int
+    tasks: list[TaskProgress]
+    seconds: float
+    records_dir: Path | None
+
+    @property
+    def estimated_latency(self) -> float:
+        """``sum(weight * best latency)`` over the tuned kernels (seconds; ``inf`` while one has
+        no successful measurement): their share of a forward pass."""
+        return sum(p.task.weight * p.best_latency for p in self.tasks)
+
+    def records(self) -> list[Any]:
+        """Every record of the run's tasks (what :meth:`database` exports)."""
+        from tune_gym.records import load_records
+
+        if self.records_dir is None:
+            raise ValueError("this run kept no records (give out_dir)")
+        out = []
+        for p in self.tasks:
+            path = self.records_dir / f"{p.task.task.digest}.jsonl"
+            if path.exists():
+                out.extend(load_records(path, task=p.task.task.uri))
+        return out
+
+    def database(self, directory: str | Path | None = None) -> Any:
+        """The best config of each kernel as a MetaSchedule database (in ``directory``, by
+        default ``records_dir/../database``), ready for :meth:`Network.compile`."""
+        from tune_gym.records import export_database, load_database
+
+        if directory is None:
+            if self.records_dir is None:
+                raise ValueError("this run kept no records (give out_dir)")
+            directory = self.records_dir.parent / "database"
+        return load_database(export_database(self.records(), directory))
+
+
+def _pick(progress: list[TaskProgress], scheduler: str, turn: int) -> int | None:
+    """The index of the task that measures next (``None``: every task is done)."""
+    open_ = [i for i, p in enumerate(progress) if not p.runner.done]
+    if not open_:
+        return None
+    untried = [i for i in open_ if progress[i].trials == 0]
+    if untried:
+        return untried[0]
+    if scheduler == "round-robin":
+        return min(open_, key=lambda i: ((i - turn) % len(progress), i))
+    best, choice = -1.0, open_[0]
+    for i in open_:
+        p = progress[i]
+        lat, t = p.best_latency, max(1, p.trials)
+        if lat == float("inf"):  # nothing ran yet: the most promising of all
+            return i
+        back = 0.0
+        if len(p.history) > WINDOW:
+            t0, lat0 = p.history[-1 - WINDOW]
+            back = max(0.0, (lat0 - lat) / max(1, t - t0)) if lat0 != float("inf") else lat / t
+        gain = p.task.weight * (ALPHA * back + (1 - ALPHA) * lat / t)
+        if gain > best:
+            best, choice = gain, i
+    return choice
+
+
+def tune_network(
+    network: Network, agent: str = "xgb-sa", trials: int = 512, batch: int = 8, scheduler: str = "gradient",
+    agent_options: dict[str, Any] | None = None, out_dir: str | Path | None = None, resume: bool = False,
+    seed: int = 0, backend: str | Any = "live", backend_options: dict[str, Any] | None = None,
+    preset: str = "full", progress: bool = True,
+) -> NetworkTuneResult:
+    """Tune the network's kernels with ``agent`` until ``trials`` unique trials are spent.
+
+    Args:
+        network: from :func:`tune_gym.networks.import_network`.
+        agent: a registered agent id (``tune-gym agents``); one instance per task.
+        trials: the network's budget of unique trials over all tasks.
+        batch: configs measured per step of one task.
+        scheduler: one of :data:`SCHEDULERS`.
+        out_dir: where records go (``records/<digest>.jsonl``); ``None``: no records.
+        resume: load the records in ``out_dir`` first.
+        seed: task ``i``'s agent is seeded ``seed + i``.
+        backend: a backend name (``live``, ``rpc``, ...) or instance, shared by every task.
+        preset: the knob-space preset.
+        progress: show a progress bar.
+    """
+    import gymnasium as gym
+
+    from tune_gym.measure import resolve_backend
+
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r}; known: {', '.join(SCHEDULERS)}")
+    if trials < 1 or batch < 1:
+        raise ValueError(f"trials ({trials}) and batch ({batch}) must be >= 1")
+    if resume and out_dir is None:
+        raise ValueError("resume=True needs out_dir (where the records are)")
+    records_dir = Path(out_dir) / "records" if out_dir is not None else None
+    if records_dir is not None:
+        records_dir.mkdir(parents=True, exist_ok=True)
+    shared, owns = resolve_backend(backend, backend_options)
+    state: list[TaskProgress] = []
+    bar = None
+    start = time.perf_counter()
+    try:
+        for i, nt in enumerate(network.tasks):
+            if not nt.tunable:  # one config: nothing to choose; compiled with TVM's default lowering
+                continue
+            log = records_dir / f"{nt.task.digest}.jsonl" if records_dir is not None else None
+            env = gym.make("tune_gym/Tune-v0", task=nt.task, backend=shared, batch_size=batch, budget=trials,
+                           preset=preset, log=log, resume=resume, reward_norm=1.0, observation="knobs",
+                           disable_env_checker=True)
+            runner = EnvRunner(make_agent(agent, **(agent_options or {})), env, seed=seed + i)
+            runner.start()
+            p = TaskProgress(nt, runner)
+            if p.trials:
+                p.history.append((p.trials, p.best_latency))
+            state.append(p)
+        used = sum(p.trials for p in state)
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=trials, initial=min(used, trials), desc=f"{network.name} {agent}", unit="trial",
+                       dynamic_ncols=True)
+        turn = 0
+        while used < trials:
+            i = _pick(state, scheduler, turn)
+            if i is None:
+                break
+            p = state[i]
+            new = p.runner.step(limit=trials - used)
+            used += len(new)
+            p.history.append((p.trials, p.best_latency))
+            turn = i + 1
+            if bar is not None:
+                bar.update(len(new))
+                lat = sum(q.task.weight * q.best_latency for q in state)
+                bar.set_postfix(est_ms=f"{lat * 1e3:.2f}" if lat != float("inf") else "-")
+    finally:
+        if bar is not None:
+            bar.close()
+        for p in state:
+            p.runner.env.close()
+        if owns:
+            shared.close()
+    return NetworkTuneResult(network, agent, scheduler, trials, batch, state, time.perf_counter() - start,
+                             records_dir)
+
+
+def network_report(result: NetworkTuneResult, threads: int, compare: tuple[str, ...] = ("torch", "default"),
+                   metaschedule_dir: str | Path | None = None, timing_repeats: int = 7) -> dict[str, Any]:
+    """Compile the tuned network, check it against PyTorch, and time it end to end next to the
+    baselines in ``compare`` (``torch``: PyTorch eager; ``default``: TVM's build without
+    records; ``metaschedule``: MetaSchedule's ``tune_relax`` at the same trial budget, its work
+    in ``metaschedule_dir``, as many trials per iteration as the run's batch, so that its
+    scheduler, like ours, reaches every kernel). Returns a JSON-ready dict (what ``tune-gym network`` prints and
+    writes as ``summary.json``)."""
+    import numpy as np
+
+    from tune_gym.networks.timing import metaschedule_tune, time_executable, time_torch
+
+    net = result.network
+    db = result.database()
+    tuned = net.compile(db)
+    applied = net.applied(db)
+    outs, refs = net.run(tuned), net.torch_outputs()
+    err = max(float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max()))) for a, b in zip(outs, refs))
+    rows: dict[str, Any] = {f"tune_gym {result.agent}": {
+        **time_executable(tuned, net.inputs, threads, timing_repeats).to_json(),
+        "tuning_s": round(result.seconds, 1), "trials": sum(p.trials for p in result.tasks)}}
+    if "metaschedule" in compare:
+        work = Path(metaschedule_dir or (result.records_dir.parent / "metaschedule" if result.records_dir
+                                         else "metaschedule"))
+        ms_db, secs = metaschedule_tune(net, result.trials, work, seed=0, trials_per_iter=result.batch)
+        ms_lib = net.compile(ms_db)
+        rows["MetaSchedule tune_relax"] = {**time_executable(ms_lib, net.inputs, threads, timing_repeats).to_json(),
+                                           "tuning_s": round(secs, 1), "trials": result.trials}
+    if "default" in compare:
+        rows["TVM default build"] = time_executable(net.default_build(), net.inputs, threads, timing_repeats).to_json()
+    if "torch" in compare and net.model is not None:
+        from tune_gym.networks.models import MODELS
+
+        if net.name in MODELS:
+            rows["PyTorch eager"] = time_torch(net.name, threads, repeats=timing_repeats).to_json()
+    tasks = []
+    for p in result.tasks:
+        best = p.best_trial
+        tasks.append({
+            "kernel": p.task.task.name, "uri": p.task.task.uri, "weight": p.task.weight,
+            "anchor": p.task.anchor.uri if p.task.anchor else None, "trials": p.trials,
+            "best_ms": best.result.mean * 1e3 if best is not None and best.result.ok else None,
+            "gflops": best.result.gflops if best is not None and best.result.ok else None,
+            "applied": p.task.task.name in applied})
+    return {"network": net.name, "target": str(net.target), "agent": result.agent, "scheduler": result.scheduler,
+            "trials": result.trials, "kernels": len(net.tasks), "tuned_kernels": len(result.tasks),
+            "max_rel_error_vs_torch": err, "estimated_ms": result.estimated_latency * 1e3,
+            "latency": rows, "tasks": tasks}
+
+
+def print_network_report(report: dict[str, Any]) -> None:
+    """Plain-text tables of :func:`network_report`'s dict."""
+    print(f"\nnetwork   {report['network']}  target {report['target']}  agent {report['agent']}  "
+          f"scheduler {report['scheduler']}  budget {report['trials']} trials")
+    print(f"kernels   {report['kernels']} ({report['tuned_kernels']} tunable)   outputs vs PyTorch: max relative "
+          f"error {report['max_rel_error_vs_torch']:.2e}")
+    print(f"\n{'kernel':<58} {'x':>2} {'trials':>6} {'best ms':>9} {'GFLOPS':>8}  anchor")
+    for t in report["tasks"]:
+        ms = f"{t['best_ms']:.4f}" if t["best_ms"] is not None else "-"
+        gf = f"{t['gflops']:.1f}" if t["gflops"] is not None else "-"
+        anchor = (t["anchor"] or "").removeprefix("op://").split("?")[0]
+        print(f"{t['kernel'][:58]:<58} {t['weight']:>2} {t['trials']:>6} {ms:>9} {gf:>8}  {anchor}")
+    print(f"\n{'end to end':<28} {'median ms':>10} {'tuning s':>9}")
+    for name, row in report["latency"].items():
+        tuning = f"{row['tuning_s']:.0f}" if "tuning_s" in row else "-"
+        print(f"{name:<28} {row['median'] * 1e3:>10.3f} {tuning:>9}")
+    print(f"(estimated from the tuned kernels' best latencies: {report['estimated_ms']:.3f} ms)")

@@ -1,0 +1,182 @@
+"""Whole networks: PrimFunc tasks, import and kernel extraction, the task scheduler, compiling
+with tuned records (tune_gym.tasks.prim_func, tune_gym.networks, agents.network)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tune_gym.errors import TaskError
+from tune_gym.tasks import Task
+from tune_gym.tasks import prim_func as pf
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    """A private user store: nothing written by other tests or sessions is found."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(pf, "_REPO_STORE", tmp_path / "repo")
+    monkeypatch.setattr(pf, "_registered", {})
+    return tmp_path / "cache" / "tune_gym" / "tir"
+
+
+def _scale_func(rows: int = 8):
+    from tvm import te
+
+    a = te.placeholder((rows, 16), name="A")
+    b = te.compute((rows, 16), lambda i, j: a[i, j] * 2.0, name="B")
+    return te.create_prim_func([a, b])
+
+
+def test_prim_func_task_uri_round_trip_and_store(store):
+    task = pf.register(_scale_func(), "scale", "llvm&cores=1")
+    assert task.uri == f"tir://scale/{task.digest}?target=llvm&cores=1"
+    assert (store / f"{task.digest}.json").is_file()
+    assert Task.parse(task.uri) == task and Task.from_uri(task.uri) == task
+    assert task.op == "prim_func" and task.weights == "given" and task.dtype == "float32"
+    assert task.input_shapes == [(8, 16)] and task.output_shape() == (8, 16) and task.input_dtypes == ["float32"]
+    assert task.flops == 128
+    assert pf.digest_of(_scale_func()) == task.digest  # content-addressed: same function, same digest
+    assert pf.digest_of(_scale_func(4)) != task.digest
+    pf._registered.clear()  # another process: found through the store file
+    again = Task.parse(task.uri)
+    assert again == task and again.ir_module()["main"] is not None
+    assert task.with_target("cuda").target.kind == "cuda"
+
+
+def test_prim_func_task_errors(store):
+    task = pf.register(_scale_func(), "scale")
+    with pytest.raises(TaskError, match="unknown PrimFunc 0123456789abcdef.*TUNE_GYM_TIR"):
+        Task.parse("tir://scale/0123456789abcdef?target=llvm")
+    with pytest.raises(TaskError, match="malformed PrimFunc task URI"):
+        Task.parse("tir://scale/xyz?target=llvm")
+    with pytest.raises(TaskError, match="weights='packed' is not supported"):
+        task.with_weights("packed")
+    with pytest.raises(TaskError, match="target vta is not supported"):
+        task.with_target("vta")
+    with pytest.raises(TaskError, match="no op builder"):
+        _ = task.opdef
+    (store / "badbadbadbadbad0.json").write_text("{not json")
+    with pytest.raises(TaskError, match="not a PrimFunc task file"):
+        Task.parse("tir://x/badbadbadbadbad0?target=llvm")
+
+
+def test_prim_func_task_measures_live_and_checks_against_tvm(store):
+    from tune_gym.measure.live import LiveBackend
+    from tune_gym.space import KnobSpace
+
+    task = pf.register(_scale_func(64), "scale", "llvm&cores=1")
+    space = KnobSpace.for_task(task, "full")
+    configs = space.sample_unique(np.random.default_rng(0), 3)
+    with LiveBackend(repeat=1, number=2, build_workers=1) as backend:
+        results = backend.measure(task, space, configs)
+    assert all(r.ok for r in results), [r.error_msg for r in results]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from tune_gym.networks import import_network
+
+    return import_network("tiny", "llvm&cores=1")
+
+
+def test_tiny_import_kernels_and_anchors(tiny):
+    names = [t.task.name for t in tiny.tasks]
+    assert len(names) == len(set(t.task.digest for t in tiny.tasks)) == 8
+    convs = sorted(t.anchor.uri for t in tiny.tasks if t.anchor is not None and t.anchor.op == "conv2d_nchw")
+    assert convs == sorted([
+        "op://conv2d_nchw-v1/n1_c3_h32_w32_k16_r3_s1_p1_d1?target=llvm&cores=1",
+        "op://conv2d_nchw-v1/n1_c16_h32_w32_k16_r3_s1_p1_d1?target=llvm&cores=1",
+        "op://conv2d_nchw-v1/n1_c16_h32_w32_k16_r3_s1_p1_d1?target=llvm&cores=1",  # two kernels, one shape
+        "op://conv2d_nchw-v1/n1_c16_h16_w16_k32_r1_s1_p0_d1?target=llvm&cores=1",
+    ])
+    ops = {t.anchor.op for t in tiny.tasks if t.anchor is not None}
+    assert ops == {"conv2d_nchw", "depthwise_conv2d_nchw", "dense"}
+    assert sum(not t.tunable for t in tiny.tasks) == 1  # the reshape: one config
+    assert all(t.weight == 1 for t in tiny.tasks)
+
+
+def _fake(weight: int, trials: int, latency: float, done: bool = False, history=()):
+    task = SimpleNamespace(weight=weight)
+    runner = SimpleNamespace(done=done)
+    return SimpleNamespace(task=task, runner=runner, trials=trials, best_latency=latency, history=list(history))
+
+
+def test_gradient_scheduler_choices():
+    from agents.network import _pick
+
+    inf = float("inf")
+    # a task that never ran goes first
+    assert _pick([_fake(1, 8, 1e-3), _fake(1, 0, inf)], "gradient", 0) == 1
+    # then the largest weight * latency / trials (forward term; no history yet)
+    assert _pick([_fake(1, 8, 1e-3), _fake(3, 8, 1e-3), _fake(1, 8, 2e-3)], "gradient", 0) == 1
+    assert _pick([_fake(1, 8, 1e-3, done=True), _fake(1, 16, 1e-3)], "gradient", 0) == 1
+    # a task still improving fast gains the backward term
+    hist = [(8, 4e-3), (16, 3e-3), (24, 2e-3), (32, 1e-3)]
+    assert _pick([_fake(1, 32, 1e-3, history=hist), _fake(1, 32, 1.1e-3, history=[(32, 1.1e-3)] * 4)],
+                 "gradient", 0) == 0
+    assert _pick([_fake(1, 8, 1e-3, done=True)], "gradient", 0) is None
+    # round robin: in turn from `turn`
+    tasks = [_fake(1, 8, 1e-3), _fake(1, 8, 1e-3), _fake(1, 8, 1e-3)]
+    assert [_pick(tasks, "round-robin", t) for t in (0, 1, 2, 3)] == [0, 1, 2, 0]
+
+
+def test_tune_tiny_network_resume_compile_and_check(tiny, tmp_path):
+    from agents.network import tune_network
+
+    out = tmp_path / "run"
+    first = tune_network(tiny, agent="random", trials=20, batch=4, scheduler="round-robin", out_dir=out,
+                         progress=False, backend_options={"repeat": 1, "number": 2})
+    assert sum(p.trials for p in first.tasks) == 20
+    assert len(first.tasks) == 7  # the reshape is not tuned
+    assert [p.trials for p in first.tasks] == [4, 4, 4, 4, 4, 0, 0]  # round robin, one batch each
+    records = first.records()
+    assert len(records) == 20 and len({(r.task, r.config) for r in records}) == 20
+    # resumed with a bigger budget: the 20 records are reused, only 12 new configs are measured
+    second = tune_network(tiny, agent="random", trials=32, batch=4, scheduler="round-robin", out_dir=out,
+                          resume=True, progress=False, backend_options={"repeat": 1, "number": 2})
+    assert sum(p.trials for p in second.tasks) == 32 and len(second.records()) == 32
+    db = second.database()
+    tuned = {p.task.task.name for p in second.tasks if p.trials}
+    assert set(tiny.applied(db)) == tuned
+    outputs, expected = tiny.run(tiny.compile(db)), tiny.torch_outputs()
+    assert len(outputs) == len(expected) == 1
+    np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-4, atol=1e-5)
+    summary = json.loads(json.dumps([r.to_json() for r in records[:1]]))  # records stay JSON
+    assert summary[0]["task"].startswith("tir://")
+
+
+def test_tune_network_rejects_bad_arguments(tiny):
+    from agents.network import tune_network
+
+    with pytest.raises(ValueError, match="unknown scheduler 'fifo'"):
+        tune_network(tiny, scheduler="fifo")
+    with pytest.raises(ValueError, match="resume=True needs out_dir"):
+        tune_network(tiny, resume=True)
+
+
+@pytest.mark.slow
+def test_resnet18_kernels_map_onto_its_suite():
+    from tune_gym.networks import import_network, suite_mapping
+
+    net = import_network("resnet18")
+    rows = suite_mapping(net)
+    assert len(rows) == 12
+    assert all(r["network"] == r["suite"] and r["suite_index"] is not None for r in rows), rows
+
+
+@pytest.mark.slow
+def test_network_cli_on_tiny(tmp_path, capsys):
+    from tune_gym.cli import main
+
+    out = tmp_path / "cli"
+    assert main(["network", "tiny", "--agent", "random", "--trials", "16", "--batch", "4", "--target",
+                 "llvm&cores=1", "--out", str(out), "--quiet", "--compare", "torch,default",
+                 "--timing-repeats", "2"]) == 0
+    report = json.loads((out / "summary.json").read_text())
+    assert set(report["latency"]) == {"tune_gym random", "TVM default build", "PyTorch eager"}
+    assert report["max_rel_error_vs_torch"] < 1e-4
+    assert "end to end" in capsys.readouterr().out

@@ -1,0 +1,159 @@
+"""End-to-end latency of a network: a built TVM executable, PyTorch eager, and the baselines a
+tuned network is compared with (TVM's default build, MetaSchedule's own network tuning).
+
+Every latency is measured in a fresh, separate process (PyTorch's timing moves with whatever
+else runs in its process, and TVM's runtime threads spin after a run), after warm-up calls, as
+the median of ``repeats`` timings of at least ``min_seconds`` each, with ``threads`` threads
+(``TVM_NUM_THREADS`` for TVM, ``torch.set_num_threads`` for PyTorch). Run nothing else on the
+machine while timing; leave a core free.
+
+    python -m tune_gym.networks.timing vm LIB.so INPUTS.npz --threads 1
+    python -m tune_gym.networks.timing torch resnet18 --seed 0 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Latency", "metaschedule_tune", "time_executable", "time_torch"]
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Seconds per forward pass: the median of ``samples`` (one per timed loop)."""
+
+    median: float
+    samples: tuple[float, ...]
+    method: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"median": self.median, "samples": list(self.samples), "method": self.method}
+
+
+def _run(cmd: list[str], threads: int, timeout: float) -> list[float]:
+    env = {**os.environ, "TVM_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"timing process failed ({' '.join(cmd[2:4])}):\n{proc.stderr.strip()[-2000:]}")
+    return [float(x) for x in json.loads(proc.stdout.strip().splitlines()[-1])["samples"]]
+
+
+def time_executable(executable: Any, inputs: tuple[np.ndarray, ...], threads: int, repeats: int = 7,
+                    min_seconds: float = 0.5, timeout: float = 1200.0) -> Latency:
+    """Latency of a built Relax executable (``Network.compile`` / ``default_build``) on the host CPU."""
+    with tempfile.TemporaryDirectory(prefix="tune_gym_net_") as tmp:
+        lib, data = Path(tmp) / "net.so", Path(tmp) / "inputs.npz"
+        executable.export_library(str(lib))
+        np.savez(data, *inputs)
+        samples = _run([sys.executable, "-m", __name__, "vm", str(lib), str(data), "--threads", str(threads),
+                        "--repeats", str(repeats), "--min-seconds", str(min_seconds)], threads, timeout)
+    method = (f"TVM relax VM, {threads} thread(s), separate process, median of {repeats} timings of >= "
+              f"{min_seconds} s after warm-up")
+    return Latency(statistics.median(samples), tuple(samples), method)
+
+
+def time_torch(model: str, threads: int, seed: int = 0, repeats: int = 7, min_seconds: float = 0.5,
+               timeout: float = 1200.0) -> Latency:
+    """Latency of a model of :mod:`tune_gym.networks.models` in PyTorch eager mode (no grad)."""
+    import importlib.metadata
+
+    samples = _run([sys.executable, "-m", __name__, "torch", model, "--seed", str(seed), "--threads", str(threads),
+                    "--repeats", str(repeats), "--min-seconds", str(min_seconds)], threads, timeout)
+    method = (f"torch {importlib.metadata.version('torch')} eager, {threads} thread(s), separate process, median of "
+              f"{repeats} timings of >= {min_seconds} s after warm-up")
+    return Latency(statistics.median(samples), tuple(samples), method)
+
+
+def metaschedule_tune(network: Any, trials: int, work_dir: str | Path, seed: int = 0,
+                      trials_per_iter: int = 64) -> tuple[Any, float]:
+    """MetaSchedule's own network tuning (``tune_relax``: its gradient task scheduler, XGBoost
+    cost model and evolutionary search) at ``trials`` trials; returns ``(database, seconds)``.
+
+    A database already in ``work_dir`` is extended (MetaSchedule's JSON database resumes).
+    """
+    from tune_gym._tvm import ms
+
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    db = ms().relax_integration.tune_relax(
+        network.mod, None, network.target.tvm_target(), str(work), max_trials_global=trials,
+        num_trials_per_iter=trials_per_iter, seed=seed)
+    return db, time.perf_counter() - t0
+
+
+def _loop(call: Any, repeats: int, min_seconds: float) -> list[float]:
+    for _ in range(3):
+        call()
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < min_seconds or calls == 0:
+        call()
+        calls += 1
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        samples.append((time.perf_counter() - t0) / calls)
+    return samples
+
+
+def _time_vm(lib_path: str, data_path: str, repeats: int, min_seconds: float) -> list[float]:
+    import tvm
+    from tvm import relax
+
+    dev = tvm.cpu(0)
+    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), dev)
+    with np.load(data_path) as data:
+        args = [tvm.runtime.tensor(data[f"arr_{i}"], dev) for i in range(len(data.files))]
+    return _loop(lambda: vm["main"](*args), repeats, min_seconds)
+
+
+def _time_torch(model: str, seed: int, threads: int, repeats: int, min_seconds: float) -> list[float]:
+    import torch
+
+    from tune_gym.networks.models import get_model
+
+    torch.set_num_threads(threads)
+    spec = get_model(model)
+    net, inputs = spec.build(seed=seed), spec.inputs(seed=seed)
+    with torch.no_grad():
+        return _loop(lambda: net(*inputs), repeats, min_seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Time one network in this process; print JSON samples (seconds).")
+    sub = p.add_subparsers(dest="what", required=True)
+    vm = sub.add_parser("vm")
+    vm.add_argument("lib")
+    vm.add_argument("inputs")
+    tr = sub.add_parser("torch")
+    tr.add_argument("model")
+    tr.add_argument("--seed", type=int, default=0)
+    for s in (vm, tr):
+        s.add_argument("--threads", type=int, required=True)
+        s.add_argument("--repeats", type=int, default=7)
+        s.add_argument("--min-seconds", type=float, default=0.5)
+    args = p.parse_args(argv)
+    if args.what == "vm":
+        samples = _time_vm(args.lib, args.inputs, args.repeats, args.min_seconds)
+    else:
+        samples = _time_torch(args.model, args.seed, args.threads, args.repeats, args.min_seconds)
+    print(json.dumps({"samples": samples}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
