@@ -18,7 +18,7 @@ from tune_gym.tasks import prim_func as pf
 def store(tmp_path, monkeypatch):
     """A private user store: nothing written by other tests or sessions is found."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(pf, "_REPO_STORE", tmp_path / "repo")
+    monkeypatch.setattr(pf, "REPO_STORE", tmp_path / "repo")
     monkeypatch.setattr(pf, "_registered", {})
     return tmp_path / "cache" / "tune_gym" / "tir"
 

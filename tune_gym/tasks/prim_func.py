@@ -49,11 +49,11 @@ from tune_gym.tasks._checks import fields, show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_uri_scheme
 
-__all__ = ["PrimFuncTask", "digest_of", "lookup", "register", "store_dirs"]
+__all__ = ["REPO_STORE", "PrimFuncTask", "digest_of", "lookup", "register", "save", "store_dirs"]
 
 _URI = re.compile(r"tir://(?P<name>[A-Za-z0-9_.]{1,200})/(?P<digest>[0-9a-f]{16})(?:\?(?P<query>.*))?",
                   re.ASCII | re.DOTALL)
-_REPO_STORE = Path(__file__).resolve().parents[2] / "benchmarks" / "networks" / "tir"
+REPO_STORE = Path(__file__).resolve().parents[2] / "benchmarks" / "networks" / "tir"
 #: :attr:`PrimFuncTask.op` of every PrimFunc task.
 OP = "prim_func"
 
@@ -64,7 +64,7 @@ def store_dirs() -> list[Path]:
     """Directories searched for ``<digest>.json`` kernels, in order; the last is the user store."""
     extra = [Path(p) for p in os.environ.get("TUNE_GYM_TIR", "").split(os.pathsep) if p]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tune_gym" / "tir"
-    return [*extra, _REPO_STORE, cache]
+    return [*extra, REPO_STORE, cache]
 
 
 def _canonical(func_or_mod: Any) -> Any:
@@ -106,6 +106,16 @@ def register(func_or_mod: Any, name: str, target: str | TargetSpec = "llvm", wri
         tmp.write_text(json.dumps({"name": name, "digest": digest, "script": script}) + "\n")
         tmp.replace(store / f"{digest}.json")
     return PrimFuncTask(name=name, digest=digest, target=TargetSpec.coerce(target))
+
+
+def save(task: PrimFuncTask, directory: str | os.PathLike[str]) -> Path:
+    """Write the task's kernel as ``<digest>.json`` in ``directory`` (e.g. the repository's
+    store, so that records of it resolve on a fresh clone); returns the path."""
+    name, script = lookup(task.digest)
+    path = Path(directory) / f"{task.digest}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"name": name, "digest": task.digest, "script": script}) + "\n")
+    return path
 
 
 def _find_file(digest: str) -> Path | None:

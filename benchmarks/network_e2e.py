@@ -1,0 +1,186 @@
+"""Whole networks tuned end to end on this CPU: tune_gym's agents against PyTorch eager, TVM's
+untuned default build and MetaSchedule's own network tuning at the same trial budget.
+
+    python -m benchmarks.network_e2e --network resnet18 --agents xgb-sa random --trials 512 --part tune
+    python -m benchmarks.network_e2e --network resnet18 --agents xgb-sa random --trials 512 --part metaschedule
+    python -m benchmarks.network_e2e --network resnet18 --agents xgb-sa random --trials 512 --part time
+
+Three parts, each resumable, so the slow ones can run in the background and the timing can wait
+for a quiet machine:
+
+* ``tune``: each agent tunes every kernel of the network (:func:`agents.network.tune_network`,
+  gradient scheduler, batch 8, live backend) into ``OUT/NETWORK/AGENT/records``; a killed run
+  started again resumes from its records (nothing measured twice) until the budget is spent.
+  Wall seconds of every invocation add up in ``OUT/NETWORK/AGENT/tuning.json``.
+* ``metaschedule``: MetaSchedule's ``tune_relax`` at the same budget, with as many trials per
+  iteration as our batch (so its scheduler reaches every kernel, as ours does), into
+  ``OUT/NETWORK/metaschedule`` (its JSON database). Not resumable inside a run: a finished run
+  writes ``tuning.json`` and is not run again.
+* ``time``: compile each database, check the outputs against PyTorch, and time every build end to
+  end in separate processes (:mod:`tune_gym.networks.timing`: median of 7 timings of >= 0.5 s)
+  with the target's threads; then ``OUT/NETWORK.json`` and ``.md``.
+
+Target: ``llvm&cores=1`` by default (one thread everywhere, PyTorch included), so a 2-core host
+keeps a core free. Weights and inputs are the model's seed-0 random ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+OUT = Path("benchmarks/results/networks")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _save(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
+    from agents.network import tune_network
+
+    for agent in args.agents:
+        run_dir = root / agent
+        info = _load(run_dir / "tuning.json")
+        if info.get("trials_done", 0) >= args.trials:
+            print(f"{agent}: done ({info['trials_done']} trials, {info['seconds']:.0f} s)", flush=True)
+            continue
+        print(f"{agent}: tuning {net.name} to {args.trials} trials", flush=True)
+        t0 = time.perf_counter()
+        result = tune_network(net, agent=agent, trials=args.trials, batch=args.batch, scheduler=args.scheduler,
+                              out_dir=run_dir, resume=True, seed=args.seed, progress=not args.quiet)
+        done = sum(p.trials for p in result.tasks)
+        info = {"agent": agent, "trials_done": done, "seconds": info.get("seconds", 0.0) + time.perf_counter() - t0,
+                "scheduler": args.scheduler, "batch": args.batch, "estimated_ms": result.estimated_latency * 1e3,
+                "per_task_trials": {p.task.task.name: p.trials for p in result.tasks}}
+        _save(run_dir / "tuning.json", info)
+        print(f"{agent}: {done} trials, {info['seconds']:.0f} s, estimated {info['estimated_ms']:.2f} ms", flush=True)
+
+
+def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
+    from tune_gym.networks.timing import metaschedule_tune
+
+    work = root / "metaschedule"
+    if (work / "tuning.json").exists():
+        print("metaschedule: done", flush=True)
+        return
+    for name in ("database_workload.json", "database_tuning_record.json"):  # a killed run starts over
+        (work / name).unlink(missing_ok=True)
+    print(f"metaschedule: tune_relax {net.name} to {args.trials} trials", flush=True)
+    _, secs = metaschedule_tune(net, args.trials, work, seed=args.seed, trials_per_iter=args.batch)
+    records = sum(1 for line in (work / "database_tuning_record.json").read_text().splitlines() if line.strip())
+    _save(work / "tuning.json", {"trials_done": records, "seconds": secs, "trials_per_iter": args.batch})
+    print(f"metaschedule: {records} records, {secs:.0f} s", flush=True)
+
+
+def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    import numpy as np
+
+    from tune_gym.networks.timing import time_executable, time_torch
+    from tune_gym.records import export_database, load_database, load_records
+    from tune_gym.records import host_fingerprint, host_id
+
+    threads = int(net.target.resolved().get("num-cores", 1))
+    ref = net.torch_outputs()
+
+    def check(lib: Any) -> float:
+        return max(float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max()))) for a, b in zip(net.run(lib), ref))
+
+    rows: dict[str, Any] = {}
+    print("timing PyTorch eager", flush=True)
+    rows["PyTorch eager"] = time_torch(net.name, threads, seed=args.seed).to_json()
+    print("timing TVM default build", flush=True)
+    default = net.default_build()
+    rows["TVM default build"] = {**time_executable(default, net.inputs, threads).to_json(), "max_rel_error": check(default)}
+    builds = []
+    ms_info = _load(root / "metaschedule" / "tuning.json")
+    if ms_info:
+        builds.append(("MetaSchedule tune_relax", load_database(root / "metaschedule"), ms_info))
+    for agent in args.agents:
+        info = _load(root / agent / "tuning.json")
+        if not info:
+            continue
+        records = [r for path in sorted((root / agent / "records").glob("*.jsonl")) for r in load_records(path)]
+        builds.append((f"tune_gym {agent}", load_database(export_database(records, root / agent / "database")), info))
+    for name, db, info in builds:
+        print(f"timing {name}", flush=True)
+        lib = net.compile(db)
+        rows[name] = {**time_executable(lib, net.inputs, threads).to_json(), "max_rel_error": check(lib),
+                      "tuning_s": info["seconds"], "trials": info["trials_done"],
+                      "kernels_tuned": len(net.applied(db))}
+    doc = {"network": net.name, "target": str(net.target), "budget": args.trials, "batch": args.batch,
+           "kernels": len(net.tasks), "tunable": sum(t.tunable for t in net.tasks), "host": host_id(),
+           "host_fingerprint": host_fingerprint(), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+           "rows": rows}
+    _save(args.out / f"{net.name}.json", doc)
+    (args.out / f"{net.name}.md").write_text(markdown(doc))
+    print(markdown(doc))
+    return doc
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    fp = doc["host_fingerprint"]
+    torch_ms = doc["rows"]["PyTorch eager"]["median"] * 1e3
+    lines = [
+        f"**{doc['network']}**, batch 1, target `{doc['target']}`, host `{doc['host']}` ({fp.get('cpu')}, "
+        f"{fp.get('llvm_cpu')}), {doc['date']}. {doc['kernels']} kernels ({doc['tunable']} tunable); budget "
+        f"{doc['budget']} trials over the network, batch {doc['batch']}. Latency: median of 7 timings in a separate "
+        "process.", "",
+        "| build | latency ms | vs PyTorch | tuning s | trials | kernels tuned | max rel. error |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in doc["rows"].items():
+        ms = row["median"] * 1e3
+        tuning = f"{row['tuning_s']:.0f}" if "tuning_s" in row else "-"
+        trials = str(row.get("trials", "-"))
+        tuned = str(row.get("kernels_tuned", "-"))
+        err = f"{row['max_rel_error']:.1e}" if "max_rel_error" in row else "-"
+        lines.append(f"| {name} | {ms:.2f} | {torch_ms / ms:.2f}x | {tuning} | {trials} | {tuned} | {err} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--network", required=True)
+    p.add_argument("--agents", nargs="+", default=["xgb-sa", "random"])
+    p.add_argument("--trials", type=int, default=512)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--scheduler", default="gradient")
+    p.add_argument("--target", default="llvm&cores=1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--part", choices=["tune", "metaschedule", "time", "all"], default="all")
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+
+    from tune_gym.networks import import_network
+    from tune_gym.records import host_id
+    from tune_gym.tasks.prim_func import REPO_STORE, save
+
+    net = import_network(args.network, args.target, seed=args.seed)
+    for t in net.tasks:  # the records name kernels by digest: keep the kernels with the repository
+        save(t.task, REPO_STORE)
+    root = args.out / host_id() / args.network
+    if args.part in ("tune", "all"):
+        part_tune(net, args, root)
+    if args.part in ("metaschedule", "all"):
+        part_metaschedule(net, args, root)
+    if args.part in ("time", "all"):
+        part_time(net, args, root)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
