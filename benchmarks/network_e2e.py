@@ -88,8 +88,7 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     import numpy as np
 
     from tune_gym.networks.timing import time_executable, time_torch
-    from tune_gym.records import export_database, load_database, load_records
-    from tune_gym.records import host_fingerprint, host_id
+    from tune_gym.records import export_database, host_fingerprint, host_id, load_database, load_records
 
     threads = int(net.target.resolved().get("num-cores", 1))
     ref = net.torch_outputs()
@@ -102,7 +101,8 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rows["PyTorch eager"] = time_torch(net.name, threads, seed=args.seed).to_json()
     print("timing TVM default build", flush=True)
     default = net.default_build()
-    rows["TVM default build"] = {**time_executable(default, net.inputs, threads).to_json(), "max_rel_error": check(default)}
+    rows["TVM default build"] = {**time_executable(default, net.inputs, threads).to_json(),
+                                 "max_rel_error": check(default)}
     builds = []
     ms_info = _load(root / "metaschedule" / "tuning.json")
     if ms_info:
