@@ -48,6 +48,11 @@ def cmd_network(args: argparse.Namespace) -> int:
     from tune_gym.networks import import_network
 
     net = import_network(args.model, args.target, seed=args.seed)
+    if args.kernels:
+        print_kernels(net)
+        return 0
+    if args.out is None:
+        raise ValueError("give --out DIR (where the records, database and summary go), or --kernels")
     result = tune_network(net, agent=args.agent, trials=args.trials, batch=args.batch, scheduler=args.scheduler,
                           agent_options=parse_options(args.option), out_dir=args.out, resume=args.resume,
                           seed=args.seed, backend=args.backend, backend_options=parse_options(args.backend_option),
@@ -60,6 +65,24 @@ def cmd_network(args: argparse.Namespace) -> int:
     path.write_text(json.dumps(report, indent=1) + "\n")
     print(f"summary   {path}")
     return 0
+
+
+def print_kernels(net: Any) -> None:
+    """The network's kernels: weight, GFLOP, space size, anchor op task and its suite id."""
+    from tune_gym.networks import suite_mapping
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks.suites import suite_names
+
+    ids: dict[str, str] = {}
+    if net.name in suite_names():
+        rows = suite_mapping(net)
+        ids = {r["anchor"]: f"{net.name}:{r['suite_index']}" for r in rows if r["suite_index"] is not None}
+    print(f"{net.name}: {len(net.tasks)} kernels, target {net.target}")
+    print(f"{'x':>2} {'GFLOP':>8} {'space':>9}  {'suite':<16} kernel")
+    for t in net.tasks:
+        size = KnobSpace.for_task(t.task).size
+        suite = ids.get(t.anchor.uri, "-") if t.anchor is not None else "-"
+        print(f"{t.weight:>2} {t.task.flops / 1e9:>8.4f} {size:>9.3g}  {suite:<16} {t.task.uri}")
 
 
 def dataset_name(text: str, preset: str) -> str:
@@ -151,7 +174,9 @@ def register(sub: Any) -> None:
     p.add_argument("--batch", type=int, default=8, help="configs per step of one kernel")
     p.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"])
     p.add_argument("--target", default="llvm", help="target as in a task URI (llvm, llvm&cores=1)")
-    p.add_argument("--out", type=Path, required=True, help="run directory: records/, database/, summary.json")
+    p.add_argument("--out", type=Path, help="run directory: records/, database/, summary.json")
+    p.add_argument("--kernels", action="store_true",
+                   help="list the network's kernels (weights, space sizes, suite tasks) and stop")
     p.add_argument("--resume", action="store_true", help="load the records in --out first")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
     p.add_argument("--backend", default="live", choices=BACKENDS)

@@ -198,10 +198,10 @@ def tune_network(
                        dynamic_ncols=True)
         turn = 0
         while used < trials:
-            i = _pick(state, scheduler, turn)
-            if i is None:
+            pick = _pick(state, scheduler, turn)
+            if pick is None:
                 break
-            p = state[i]
+            i, p = pick, state[pick]
             new = p.runner.step(limit=trials - used)
             used += len(new)
             p.history.append((p.trials, p.best_latency))

@@ -99,6 +99,15 @@ def test_tiny_import_kernels_and_anchors(tiny):
     assert all(t.weight == 1 for t in tiny.tasks)
 
 
+def test_kernel_uris_are_stable_across_imports(tiny):
+    from tune_gym.networks import import_network
+
+    again = import_network("tiny", "llvm&cores=1")
+    assert [t.task.uri for t in again.tasks] == [t.task.uri for t in tiny.tasks]
+    other = import_network("tiny", "llvm&cores=1", seed=1)  # other weights: the same kernels
+    assert {t.task.digest for t in other.tasks} == {t.task.digest for t in tiny.tasks}
+
+
 def _fake(weight: int, trials: int, latency: float, done: bool = False, history=()):
     task = SimpleNamespace(weight=weight)
     runner = SimpleNamespace(done=done)
