@@ -94,7 +94,10 @@ def dataset_name(text: str, preset: str) -> str:
         from tune_gym.tasks import Task
 
         task = Task.parse(text)
-        slug = f"{task.op}_{hashlib.sha256(task.uri.encode()).hexdigest()[:8]}"
+        if task.op == "prim_func":  # a network's kernel: named by its content digest
+            slug = f"tir_{task.digest}"
+        else:
+            slug = f"{task.op}_{hashlib.sha256(task.uri.encode()).hexdigest()[:8]}"
     else:
         slug = re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
     return f"{slug}_{preset}.parquet"

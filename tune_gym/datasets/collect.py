@@ -170,7 +170,7 @@ def collect(
         with TuningSession(task, space, backend, log=journal, resume=True) as session:
             session.reference = (recorded_reference(session.resumed, task, host=host_id())
                                  or (backend.reference(task) if hasattr(backend, "reference") else None)
-                                 or measure_reference(task))
+                                 or (measure_reference(task) if task.has_torch_reference else None))
             at_start = len(session.measured)
             saver = _Saver(out, task, preset, journal, modes, previous, entry, save_every, simulated_host)
             for plan, selection in zip(plans if measure else [], selections):

@@ -82,6 +82,8 @@ def measure_reference(task: Task, repeats: int = 7, warmup: int = 3, min_seconds
     """
     from tune_gym.records import host_id
 
+    if not task.has_torch_reference:
+        raise RuntimeError(f"{task.uri} has no PyTorch op to time: give the env a numeric reward_norm")
     threads = _threads(task)
     cmd = [sys.executable, "-m", "tune_gym.measure.reference", task.uri, "--threads", str(threads),
            "--repeats", str(repeats), "--warmup", str(warmup), "--min-seconds", str(min_seconds)]

@@ -233,6 +233,11 @@ class PrimFuncTask(Task):
         return PrimFuncTask(name=self.name, digest=self.digest, target=self.target, weights=weights)
 
     @property
+    def has_torch_reference(self) -> bool:
+        """False: a fused kernel is no PyTorch op (the network is compared with PyTorch as a whole)."""
+        return False
+
+    @property
     def opdef(self) -> Any:
         raise TaskError(f"{self.uri} wraps a PrimFunc: it has no op builder")
 

@@ -263,6 +263,11 @@ class Task:
         return Task(self.op, self.params, self.dtype, self.target, weights)
 
     @property
+    def has_torch_reference(self) -> bool:
+        """True when PyTorch runs the same op (:func:`tune_gym.measure.reference.measure_reference`)."""
+        return True
+
+    @property
     def packed(self) -> bool:
         """True when the kernel takes its weights pre-packed (``weights=packed``)."""
         return self.weights == "packed"
