@@ -189,3 +189,28 @@ def test_network_cli_on_tiny(tmp_path, capsys):
     assert set(report["latency"]) == {"tune_gym random", "TVM default build", "PyTorch eager"}
     assert report["max_rel_error_vs_torch"] < 1e-4
     assert "end to end" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_network_track_on_tiny(tiny, tmp_path):
+    """Kernel datasets collected live, then the track on the surrogate: one line per run, resumed."""
+    from benchmarks import network_track
+    from tune_gym.datasets.collect import collect, parse_plan
+    from tune_gym.measure.live import LiveBackend
+
+    data = tmp_path / "data"
+    with LiveBackend(repeat=1, number=2) as backend:
+        for t in tiny.tasks:
+            if t.tunable:
+                collect(t.task, "full", data / f"tir_{t.task.digest}_full.parquet", [parse_plan("random:16")],
+                        backend=backend, progress=False)
+    out = tmp_path / "track"
+    args = ["--network", "tiny", "--data", str(data), "--agents", "random", "ga", "--seeds", "2", "--trials", "64",
+            "--out", str(out)]
+    assert network_track.main(args) == 0
+    rows = [json.loads(line) for line in (out / "tiny.jsonl").read_text().splitlines()]
+    assert [(r["agent"], r["seed"]) for r in rows] == [("random", 0), ("random", 1), ("ga", 0), ("ga", 1)]
+    assert all(r["trials"] == 64 and np.isfinite(r["latency_ms"]) for r in rows)
+    assert network_track.main(args) == 0  # resumed: nothing new
+    assert len((out / "tiny.jsonl").read_text().splitlines()) == 4
+    assert "| 1 |" in (out / "tiny.md").read_text()
