@@ -242,6 +242,10 @@ def _iqr(values: list[int | None]) -> str:
     return f"{med:.0f} [{_fmt(s['q25'], 0)}, {_fmt(s['q75'], 0)}]"
 
 
+#: Tables of the network track (:mod:`benchmarks.network_track`), shown on the standard leaderboard.
+NETWORK_TRACK = Path(__file__).resolve().parents[1] / "results" / "network_track"
+
+
 def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", plots: str | Path | None = None,
                       command: str | None = None) -> Path:
     """Write the markdown leaderboard of ``results`` to ``out`` and its PNG plots to ``plots``
@@ -325,6 +329,14 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
               f"![best-so-far against simulated time]({rel(png_curves.with_name('best_so_far_time.png'))})", ""]
     if png_scores is not None:
         lines += [f"![random-relative score]({rel(png_scores)})", ""]
+    tracks = sorted(NETWORK_TRACK.glob("*/*.md")) if suite["name"] == "standard" else []
+    if tracks:
+        lines += ["## Network track", "",
+                  "Agents ranked by a whole network's latency at a fixed trial budget, every kernel tuned under one "
+                  "budget on the surrogate of the network's kernel datasets (`python -m benchmarks.network_track`; "
+                  "README, \"Leaderboard\"). Lower is better.", ""]
+        for path in tracks:
+            lines += [path.read_text(encoding="utf-8").strip(), ""]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 
