@@ -47,7 +47,7 @@ def cmd_network(args: argparse.Namespace) -> int:
     from tune_gym.cli import parse_options
     from tune_gym.networks import import_network
 
-    net = import_network(args.model, args.target, seed=args.seed)
+    net = import_network(args.model, args.target, seed=args.seed, weights=args.weights)
     if args.kernels:
         print_kernels(net)
         return 0
@@ -178,6 +178,9 @@ def register(sub: Any) -> None:
     p.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"])
     p.add_argument("--target", default="llvm", help="target as in a task URI (llvm, llvm&cores=1)")
     p.add_argument("--out", type=Path, help="run directory: records/, database/, summary.json")
+    p.add_argument("--weights", default="given", choices=["given", "packed"],
+                   help="given: kernels read the weights as passed; packed: re-laid out per schedule, pre-packed "
+                        "at compile time (llvm)")
     p.add_argument("--kernels", action="store_true",
                    help="list the network's kernels (weights, space sizes, suite tasks) and stop")
     p.add_argument("--resume", action="store_true", help="load the records in --out first")

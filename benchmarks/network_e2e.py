@@ -22,7 +22,9 @@ for a quiet machine:
   with the target's threads; then ``OUT/NETWORK.json`` and ``.md``.
 
 Target: ``llvm&cores=1`` by default (one thread everywhere, PyTorch included), so a 2-core host
-keeps a core free. Weights and inputs are the model's seed-0 random ones.
+keeps a core free. Weights and inputs are the model's seed-0 random ones. ``--weights packed``
+imports the network with its weights re-laid out per schedule and pre-packed at compile time
+(results under ``NETWORK-packed``).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     rows: dict[str, Any] = {}
     print("timing PyTorch eager", flush=True)
-    rows["PyTorch eager"] = time_torch(net.name, threads, seed=args.seed).to_json()
+    rows["PyTorch eager"] = time_torch(args.network, threads, seed=args.seed).to_json()
     print("timing TVM default build", flush=True)
     default = net.default_build()
     rows["TVM default build"] = {**time_executable(default, net.inputs, threads).to_json(),
@@ -163,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="MetaSchedule's trials per task iteration (16: its first round reaches every kernel "
                         "within 512 trials for ResNet-18; each iteration costs tens of seconds of search on 2 cores)")
     p.add_argument("--target", default="llvm&cores=1")
+    p.add_argument("--weights", default="given", choices=["given", "packed"],
+                   help="kernels' weight layout (packed: results under NETWORK-packed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--part", choices=["tune", "metaschedule", "time", "all"], default="all")
     p.add_argument("--out", type=Path, default=OUT)
@@ -173,10 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     from tune_gym.records import host_id
     from tune_gym.tasks.prim_func import REPO_STORE, save
 
-    net = import_network(args.network, args.target, seed=args.seed)
+    net = import_network(args.network, args.target, seed=args.seed, weights=args.weights)
+    if args.weights == "packed":
+        net.name = f"{args.network}-packed"
     for t in net.tasks:  # the records name kernels by digest: keep the kernels with the repository
         save(t.task, REPO_STORE)
-    root = args.out / host_id() / args.network
+    root = args.out / host_id() / net.name
     if args.part in ("tune", "all"):
         part_tune(net, args, root)
     if args.part in ("metaschedule", "all"):

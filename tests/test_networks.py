@@ -214,3 +214,24 @@ def test_network_track_on_tiny(tiny, tmp_path):
     assert network_track.main(args) == 0  # resumed: nothing new
     assert len((out / "tiny.jsonl").read_text().splitlines()) == 4
     assert "| 1 |" in (out / "tiny.md").read_text()
+
+
+def test_packed_weights_network_tunes_compiles_and_matches_torch(tmp_path):
+    """weights=packed: kernels marked layout_free_buffers, timed on pre-packed weights, and the
+    network compiled with the packing folded into its constants."""
+    from agents.network import tune_network
+    from tune_gym.networks import import_network
+
+    net = import_network("tiny", "llvm&cores=1", weights="packed")
+    convs = [t.task for t in net.tasks if t.anchor is not None]
+    assert convs and all(t.weights == "packed" and t.packed for t in convs)
+    assert Task.parse(convs[0].uri) == convs[0]
+    with pytest.raises(TaskError, match="not this kernel's layout"):
+        convs[0].with_weights("given")
+    result = tune_network(net, agent="random", trials=14, batch=2, out_dir=tmp_path, progress=False,
+                          backend_options={"repeat": 1, "number": 2})
+    assert all(t.result.ok for p in result.tasks for t in p.runner.result.trials)  # checked against TVM's build
+    db = result.database()
+    assert len(net.applied(db)) == 7
+    outputs, expected = net.run(net.compile(db)), net.torch_outputs()
+    np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-4, atol=1e-5)

@@ -28,9 +28,13 @@ as Relax's ``call_tir`` passes it), FLOPs as TVM's ``estimate_tir_flops`` counts
 by TVM without a schedule. It has no op builder (``opdef``, ``tensors()`` raise) and no PyTorch
 reference per kernel: a network is checked against PyTorch as a whole.
 
-Weights stay ``given``: the kernel reads its inputs in the layout the network passes them, which
-is what MetaSchedule's database integration (``compile_relax``) compiles; packing weights at
-compile time (Relax's ``cpu_weight_prepack``) changes the network's calling convention.
+Weights: a kernel's layout is part of its function. Imported with ``weights="given"`` (the
+default), it reads its inputs in the layout the network passes them (``weights`` is ``given``).
+Imported with ``weights="packed"`` (:func:`tune_gym.networks.import_network`), Relax's
+``AttachAttrLayoutFreeBuffers`` marks the constant weight inputs ``layout_free_buffers``, so
+MetaSchedule's ``RewriteLayout`` picks their layout per schedule and the kernel is timed on
+pre-packed weights, as op tasks with ``weights=packed`` are (``weights`` is ``packed``); the
+network is then compiled with the packing folded into its constants.
 """
 
 from __future__ import annotations
@@ -175,7 +179,8 @@ class PrimFuncTask(Task):
     """A task whose workload is a stored PrimFunc (see the module docstring).
 
     Build with :func:`register` or ``Task.parse("tir://...")``. ``op`` is ``"prim_func"``,
-    ``params`` is empty, ``dtype`` is the output's dtype and ``weights`` is ``given``.
+    ``params`` is empty, ``dtype`` is the output's dtype and ``weights`` is the function's own
+    (``packed`` when it marks weights ``layout_free_buffers``, else ``given``).
     """
 
     op: str = OP
@@ -194,16 +199,18 @@ class PrimFuncTask(Task):
         if self.target.kind not in ("llvm", "cuda"):
             raise TaskError(f"PrimFunc task {self.name}: target {self.target.kind} is not supported; "
                             "accepted: llvm, cuda")
-        if self.weights not in ("", "given"):
-            raise TaskError(f"PrimFunc task {self.name}: weights={show(self.weights)} is not supported; accepted: "
-                            "given (a network's kernels read their inputs in the layout the network passes them)")
+        own = "packed" if _layout_free(self.digest) else "given"
+        if self.weights not in ("", own):
+            raise TaskError(f"PrimFunc task {self.name}: weights={show(self.weights)} is not this kernel's layout; "
+                            f"accepted: {own} (a kernel's layout is part of its function: its layout_free_buffers "
+                            "attribute, set when the network was imported)")
         sig = _signature(self.digest)
         if len(sig) < 2:
             raise TaskError(f"PrimFunc task {self.name}: {len(sig)} argument(s); want inputs and one output")
         object.__setattr__(self, "op", OP)
         object.__setattr__(self, "params", ())
         object.__setattr__(self, "dtype", sig[-1][1])
-        object.__setattr__(self, "weights", "given")
+        object.__setattr__(self, "weights", own)
 
     @classmethod
     def from_uri(cls, uri: str) -> PrimFuncTask:
@@ -263,6 +270,14 @@ class PrimFuncTask(Task):
     def ir_module(self) -> Any:
         """The stored function as ``IRModule({"main": ...})``."""
         return _module(self.digest)
+
+
+@functools.lru_cache(maxsize=512)
+def _layout_free(digest: str) -> tuple[int, ...]:
+    """The function's ``layout_free_buffers`` (the weight inputs MetaSchedule may re-layout)."""
+    attrs = _module(digest)["main"].attrs
+    return tuple(int(i) for i in attrs["layout_free_buffers"]) if attrs is not None and "layout_free_buffers" in attrs \
+        else ()
 
 
 @functools.lru_cache(maxsize=512)
