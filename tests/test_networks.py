@@ -53,7 +53,7 @@ def test_prim_func_task_errors(store):
         Task.parse("tir://scale/0123456789abcdef?target=llvm")
     with pytest.raises(TaskError, match="malformed PrimFunc task URI"):
         Task.parse("tir://scale/xyz?target=llvm")
-    with pytest.raises(TaskError, match="weights='packed' is not supported"):
+    with pytest.raises(TaskError, match="weights='packed' is not this kernel's layout; accepted: given"):
         task.with_weights("packed")
     with pytest.raises(TaskError, match="target vta is not supported"):
         task.with_target("vta")
