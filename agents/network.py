@@ -229,16 +229,13 @@ def network_report(result: NetworkTuneResult, threads: int, compare: tuple[str, 
     in ``metaschedule_dir``, as many trials per iteration as the run's batch, so that its
     scheduler, like ours, reaches every kernel). Returns a JSON-ready dict (what ``tune-gym network`` prints and
     writes as ``summary.json``)."""
-    import numpy as np
-
     from tune_gym.networks.timing import metaschedule_tune, time_executable, time_torch
 
     net = result.network
     db = result.database()
     tuned = net.compile(db)
     applied = net.applied(db)
-    outs, refs = net.run(tuned), net.torch_outputs()
-    err = max(float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max()))) for a, b in zip(outs, refs))
+    err = net.max_rel_error(tuned)
     rows: dict[str, Any] = {f"tune_gym {result.agent}": {
         **time_executable(tuned, net.inputs, threads, timing_repeats).to_json(),
         "tuning_s": round(result.seconds, 1), "trials": sum(p.trials for p in result.tasks)}}

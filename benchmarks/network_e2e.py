@@ -88,7 +88,6 @@ def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
 
 
 def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    import numpy as np
 
     from tune_gym.networks.timing import time_executable, time_torch
     from tune_gym.records import export_database, host_fingerprint, host_id, load_database, load_records
@@ -97,7 +96,7 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     ref = net.torch_outputs()
 
     def check(lib: Any) -> float:
-        return max(float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max()))) for a, b in zip(net.run(lib), ref))
+        return net.max_rel_error(lib, ref)
 
     rows: dict[str, Any] = {}
     print("timing PyTorch eager", flush=True)

@@ -142,6 +142,13 @@ class Network:
             out = self.model(*(torch.from_numpy(x) for x in self.inputs))
         return [np.asarray(o.numpy()) for o in _flatten(out)]
 
+    def max_rel_error(self, executable: Any, reference: list[np.ndarray] | None = None) -> float:
+        """Largest ``|built - PyTorch|`` over the outputs, relative to ``max(1, |PyTorch|)``
+        (``reference``: PyTorch's outputs, if already computed)."""
+        ref = self.torch_outputs() if reference is None else reference
+        return max(float(np.abs(a - b).max() / max(1.0, float(np.abs(b).max())))
+                   for a, b in zip(self.run(executable), ref))
+
     def weighted_flops(self) -> int:
         return sum(t.weight * t.task.flops for t in self.tasks)
 
