@@ -9,6 +9,38 @@ import pytest
 os.environ.setdefault("TUNE_GYM_CORES", "2")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--seeds", default="0", metavar="SEEDS",
+        help="seeds given to tests that take `train_seed` (their assertion rests on a training or search "
+             "outcome): N, A-B (inclusive) or a comma list; default 0. A bound such a test asserts must "
+             "hold over every seed of `--seeds 0-19`, since another CPU's float path is, to the test, "
+             "another seed (scripts/test_margins.py).")
+
+
+def _parse_seeds(text: str) -> list[int]:
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            seeds.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+        except ValueError:
+            raise pytest.UsageError(f"--seeds: {part.strip()!r} is not N or A-B") from None
+    return seeds
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "train_seed" in metafunc.fixturenames:
+        seeds = _parse_seeds(metafunc.config.getoption("seeds"))
+        metafunc.parametrize("train_seed", seeds, ids=[f"seed{s}" for s in seeds])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:  # `-m seeded` selects them (scripts/test_margins.py)
+        if "train_seed" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.seeded)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """Torch models in tests are small: one thread avoids thread-pool contention on a busy host."""

@@ -62,10 +62,10 @@ def _env(task: Task, dataset: Path, budget: int) -> gym.Env:
 # ---------------------------------------------------------------------------------------------- xgb-sa
 
 
-def test_xgb_sa_plan_is_model_guided_with_a_random_tail(conv):
+def test_xgb_sa_plan_is_model_guided_with_a_random_tail(conv, train_seed, record_property):
     space, backend, truth = conv
     agent = make_agent("xgb-sa", plan_size=40, n_init=40, sa_points=32, sa_steps=60, num_rounds=50)
-    agent.reset(space, CONV, seed=0)
+    agent.reset(space, CONV, seed=train_seed)
     first = agent.propose(40)  # random: the model has no data yet
     assert not agent.fitted
     _feed(agent, backend, space, first)
@@ -74,6 +74,8 @@ def test_xgb_sa_plan_is_model_guided_with_a_random_tail(conv):
     n_random = round(0.05 * 40)
     guided, tail = plan[:-n_random], plan[-n_random:]
     # The SA's picks are ranked by the model, so they beat random configs on average...
+    record_property("guided_mean_over_random_mean",
+                    np.mean([truth[c] for c in guided]) / np.mean([truth[c] for c in first]))
     assert np.mean([truth[c] for c in guided]) > np.mean([truth[c] for c in first])
     # ...and the model scores them above the random tail it appended.
     scores = agent.score(np.array(plan))
@@ -218,18 +220,20 @@ def test_base_model_margin_fades_with_own_data(conv_xy):
 # ---------------------------------------------------------------------------------------------- transfer
 
 
-def test_transfer_model_guides_the_first_plan(conv):
+def test_transfer_model_guides_the_first_plan(conv, train_seed, record_property):
     space, _, truth = conv
     agent = make_agent("xgb-sa-transfer", records=BOTH, plan_size=16)
-    agent.reset(space, CONV, seed=0)
+    agent.reset(space, CONV, seed=train_seed)
     # Trained before any measurement, on the other conv2d shape only (not on dense, not on itself).
     assert agent.fitted and agent.base is not None and agent.n_transfer_records == 512
     plan = agent.propose(16)
     rng_plan = make_agent("random")
-    rng_plan.reset(space, CONV, seed=0)
+    rng_plan.reset(space, CONV, seed=train_seed)
     assert plan != rng_plan.propose(16)
     scores = agent.score(np.array(plan[:-1]))  # the last slot (5% of 16, rounded) is random
-    others = agent.score(np.array(space.sample(np.random.default_rng(1), 200)))
+    others = agent.score(np.array(space.sample(np.random.default_rng(1 + train_seed), 200)))
+    record_property("plan_mean_over_space_mean",
+                    np.mean([truth[c] for c in plan[:-1]]) / np.mean(list(truth.values())))
     assert np.median(scores) >= np.median(others)
     assert np.mean([truth[c] for c in plan[:-1]]) > 1.5 * np.mean(list(truth.values()))
 
@@ -280,12 +284,13 @@ def test_no_transfer_below_min_seed_records(conv):
 
 
 @pytest.mark.parametrize(("task", "dataset"), [(CONV16, C16_DATA), (CONV, DATA)])
-def test_transfer_beats_no_transfer_on_a_related_shape(task, dataset):
+def test_transfer_beats_no_transfer_on_a_related_shape(task, dataset, train_seed, record_property):
     """conv2d 8 -> 16 input channels and back: over 5 seeds, the transferred model finds
-    better configs early (its first plan is model-guided) and is not worse at the end."""
+    better configs early (its first plan is model-guided) and is not worse at the end
+    (``--seeds`` runs seeds 5N to 5N + 4)."""
     budget = 64
     curves: dict[str, list[np.ndarray]] = {"xgb-sa": [], "xgb-sa-transfer": []}
-    for seed in range(5):
+    for seed in range(5 * train_seed, 5 * train_seed + 5):
         for agent_id, options in (("xgb-sa", {}), ("xgb-sa-transfer", {"records": BOTH})):
             env = _env(task, dataset, budget)
             curves[agent_id].append(run(make_agent(agent_id, **options), env, seed=seed).best_so_far())
@@ -295,6 +300,10 @@ def test_transfer_beats_no_transfer_on_a_related_shape(task, dataset):
     def median_at(agent_id: str, trials: int) -> float:
         return float(np.median([c[trials - 1] for c in curves[agent_id]]))
 
+    record_property("transfer_over_plain_at_16", median_at("xgb-sa-transfer", 16) / median_at("xgb-sa", 16))
+    record_property("transfer_at_16_over_best", median_at("xgb-sa-transfer", 16) / best)
+    record_property("transfer_minus_plain_at_budget",
+                    median_at("xgb-sa-transfer", budget) - median_at("xgb-sa", budget))
     assert median_at("xgb-sa-transfer", 16) > 1.2 * median_at("xgb-sa", 16)
     assert median_at("xgb-sa-transfer", 16) >= 0.8 * best
     assert median_at("xgb-sa-transfer", budget) >= median_at("xgb-sa", budget)

@@ -208,12 +208,12 @@ def test_collect_exhaustive_resumes_after_a_kill_without_measuring_twice(tmp_pat
     assert third.measured == []
 
 
-def test_collect_random_then_exploration(tmp_path, records):
+def test_collect_random_then_exploration(tmp_path, records, train_seed, record_property):
     from agents import make_agent
 
     task = Task.from_uri(DENSE)
     out = tmp_path / "dense.parquet"
-    plans = [Plan("random", 40, seed=1), Plan("exploration", 30, seed=2, agent="xgb-sa")]
+    plans = [Plan("random", 40, seed=1), Plan("exploration", 30, seed=2 + train_seed, agent="xgb-sa")]
     backend = CountingBackend(records)
     ds = collect(task, "compact", out, plans, backend=backend, batch=8, progress=False,
                  explorer=lambda plan: make_agent(plan.agent, plan_size=8))
@@ -224,6 +224,8 @@ def test_collect_random_then_exploration(tmp_path, records):
         tuple(c) for c, m in zip(ds.configs.tolist(), ds.mode) if m == "random"}
     # explored configs are faster on average than random ones (the model steers the search)
     gf = ds.gflops
+    record_property("explored_mean_over_random_mean",
+                    gf[np.array(ds.mode) == "exploration"].mean() / gf[np.array(ds.mode) == "random"].mean())
     assert gf[np.array(ds.mode) == "exploration"].mean() > gf[np.array(ds.mode) == "random"].mean()
     # a second run has nothing left to measure
     again = CountingBackend(records)

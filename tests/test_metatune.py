@@ -95,13 +95,20 @@ def test_super_graph_augmentation_and_shared_columns(tiny, data):
     assert {"out_0.stride", "out_global_0.count"} <= set(model.columns)  # conv2d and dense outputs share columns
 
 
-def test_model_overfits_a_tiny_dataset(data):
+def test_model_overfits_a_tiny_dataset(data, train_seed, record_property):
+    """24 rows, trained to convergence (the default learning rate; 1e-2 for 200 epochs ended wherever
+    Adam's last steps left it: 0.02-0.58 of the variance over 20 seeds), explain most of the variance.
+    Measured over seeds 0-39 (Zen 4, also with torch and MKL held to AVX2): mse / variance 0.003-0.063,
+    last / first epoch loss <= 0.016."""
     few = data.subset(np.r_[0:12, 48:60])  # 12 configs of each task
-    model = MetaTuneModel(few.templates, epochs=200, meta=False, lr=1e-2, seed=0, gcn=(32, 32), fc=(32, 32))
+    model = MetaTuneModel(few.templates, epochs=1000, meta=False, lr=1e-3, seed=train_seed, gcn=(32, 32), fc=(32, 32))
     history = model.fit(few, progress=False)
     mse = float(np.mean((model.predict_data(few) - few.label) ** 2))
-    assert mse < 0.1 * few.label.var(), (mse, few.label.var())  # measured: 0.0015 against a variance of 0.045
-    assert history["pretrain"]["train_loss"][-1] < 0.1 * history["pretrain"]["train_loss"][0]
+    loss = history["pretrain"]["train_loss"]
+    record_property("mse_over_var", mse / few.label.var())
+    record_property("last_over_first_loss", loss[-1] / loss[0])
+    assert mse < 0.25 * few.label.var(), (mse, few.label.var())
+    assert loss[-1] < 0.1 * loss[0], (loss[0], loss[-1])
 
 
 def test_maml_inner_loop_adapts_only_the_regressor_and_the_meta_update_moves_it(data):
@@ -246,7 +253,7 @@ def resnet_checkpoint(tmp_path_factory) -> Path:
     return out / "tiny_metatune.pt"
 
 
-def test_meta_bo_runs_on_replay_with_a_model_guided_first_plan(resnet_checkpoint):
+def test_meta_bo_runs_on_replay_with_a_model_guided_first_plan(resnet_checkpoint, train_seed, record_property):
     import gymnasium as gym
 
     from agents.base import run
@@ -256,7 +263,7 @@ def test_meta_bo_runs_on_replay_with_a_model_guided_first_plan(resnet_checkpoint
     env = gym.make("tune_gym/Tune-v0", task="resnet18:7", preset="compact", backend="replay", batch_size=8,
                    budget=24, reward_norm=1.0)
     agent = make_agent("meta-bo", **options)
-    result = run(agent, env, seed=0)
+    result = run(agent, env, seed=train_seed)
     space = env.unwrapped.space
     env.close()
     configs = [t.config for t in result.trials]
@@ -265,10 +272,12 @@ def test_meta_bo_runs_on_replay_with_a_model_guided_first_plan(resnet_checkpoint
     assert agent.model is not None  # the GP took over after the first plans
     assert agent.describe()["checkpoint"] == "tiny_metatune.pt"
     fresh = make_agent("meta-bo", **options)
-    fresh.reset(space, space.task, seed=1)
+    fresh.reset(space, space.task, seed=1 + train_seed)
     plan = fresh.propose(8)  # jump start: the model's best candidates, no random configs
-    pool = np.asarray(space.sample_unique(np.random.default_rng(0), 32))
-    assert np.min(fresh.predict(np.asarray(plan))) >= np.median(fresh.predict(pool))
+    pool = fresh.predict(np.asarray(space.sample_unique(np.random.default_rng(train_seed), 32)))
+    planned = fresh.predict(np.asarray(plan))
+    record_property("plan_min_minus_pool_median_in_pool_std", (np.min(planned) - np.median(pool)) / np.std(pool))
+    assert np.min(planned) >= np.median(pool)
 
 
 def test_meta_bo_bad_options_and_checkpoint_choice(tmp_path, data):
