@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tune_gym.measure import Backend
 
 __all__ = ["register"]
 
@@ -91,10 +94,10 @@ def dataset_name(text: str, preset: str) -> str:
     import re
 
     if "://" in text:
-        from tune_gym.tasks import Task
+        from tune_gym.tasks import PrimFuncTask, Task
 
         task = Task.parse(text)
-        if task.op == "prim_func":  # a network's kernel: named by its content digest
+        if isinstance(task, PrimFuncTask):  # a network's kernel (op "prim_func"): named by its content digest
             slug = f"tir_{task.digest}"
         else:
             slug = f"{task.op}_{hashlib.sha256(task.uri.encode()).hexdigest()[:8]}"
@@ -117,6 +120,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise ValueError("--out names one dataset file; give one task, or use --out-dir")
     explorer = lambda plan: make_agent(plan.agent, **parse_options(args.explore_option))
     command = shlex.join(["tune-gym", *sys.argv[1:]]) if sys.argv[1:2] == ["collect"] else None
+    backend: Backend
     if args.backend == "live":
         from tune_gym.measure.live import LiveBackend
 

@@ -41,7 +41,7 @@ def tune(
     from tune_gym.space import KnobSpace
 
     # a simulated target's configs have no TVM schedule to encode: its env observes the knobs
-    knobs_only = {} if KnobSpace.for_task(task, preset).has_schedules else {"observation": "knobs"}
+    knobs_only: dict[str, Any] = {} if KnobSpace.for_task(task, preset).has_schedules else {"observation": "knobs"}
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
                    disable_env_checker=True, **knobs_only)

@@ -42,11 +42,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _one_torch_thread():
-    """Torch models in tests are small: one thread avoids thread-pool contention on a busy host."""
+def _one_thread_deterministic():
+    """What makes training reproducible on one host, whatever its core count: torch on one thread
+    with deterministic algorithms, and BLAS / OpenMP pools (NumPy, scikit-learn) of one thread.
+    (Models in tests are small: one thread also avoids thread-pool contention on a busy host.)
+    Nothing here makes two CPUs agree to the bit; seeded tests hold over seeds instead."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    with threadpool_limits(limits=1):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -271,7 +271,8 @@ class GraphData:
             sel = np.flatnonzero(sel)
         sel = np.unique(sel.astype(np.int64))
         offsets = self.offsets()
-        blocks, block = [], np.zeros(len(sel), dtype=np.int64)
+        blocks: list[GraphRows] = []
+        block = np.zeros(len(sel), dtype=np.int64)
         for k, rows in enumerate(self.blocks):
             mine = self.block[sel] == k
             if mine.any():
@@ -426,6 +427,8 @@ class MetaTuneNet(nn.Module):
         fc: widths of the regressor's hidden layers (two hidden layers: three FC layers).
     """
 
+    scale: torch.Tensor  # a buffer (register_buffer in __init__)
+
     def __init__(self, in_dim: int, gcn: Sequence[int] = (64, 64, 64), fc: Sequence[int] = (64, 64)) -> None:
         super().__init__()
         self.register_buffer("scale", torch.ones(in_dim))  # per-column input scale, set from training data
@@ -494,9 +497,9 @@ class MetaTuneModel:
                                  ("fine_tune_steps", fine_tune_steps, 0)]:
             if not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        for name, value in [("lr", lr), ("inner_lr", inner_lr), ("meta_lr", meta_lr), ("fine_tune_lr", fine_tune_lr)]:
-            if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
+        for name, rate in [("lr", lr), ("inner_lr", inner_lr), ("meta_lr", meta_lr), ("fine_tune_lr", fine_tune_lr)]:
+            if not rate > 0:
+                raise ValueError(f"{name} must be > 0, got {rate!r}")
         for t in templates:
             if t.nesting:
                 raise ValueError(f"template of {t.family} has nesting edges; MetaTune reads templates without them")
@@ -704,7 +707,7 @@ class MetaTuneModel:
             tasks: ``(support rows, query rows)`` index arrays into ``h``.
             create_graph: keep the inner gradients differentiable (second-order MAML).
         """
-        params = dict(self.net.regressor.named_parameters())
+        params: dict[str, torch.Tensor] = dict(self.net.regressor.named_parameters())
         losses = []
         for support, query in tasks:
             s, q = torch.from_numpy(support), torch.from_numpy(query)
@@ -765,9 +768,9 @@ class MetaTuneModel:
     @torch.no_grad()
     def predict_embeddings(self, h: np.ndarray) -> np.ndarray:
         """Predicted normalised throughputs (float64 ``n``) of ``n x embed_dim`` embeddings."""
-        h = self._check_embeddings(h)
+        x = self._check_embeddings(h)
         self.net.eval()
-        return self.net.regressor(h).squeeze(-1).double().numpy()
+        return self.net.regressor(x).squeeze(-1).double().numpy()
 
     def predict(self, rows: GraphRows) -> np.ndarray:
         """Predicted normalised throughputs (float64 ``n``) of encoded configs."""

@@ -199,6 +199,14 @@ def load_oneshot_data(files: list[str | os.PathLike[str]], shape: tuple[int, int
 class OneShotNet(nn.Module):
     """Tokens (task, knobs, primitive rows) -> Transformer encoder -> mean pool -> linear."""
 
+    # the input standardisation buffers (register_buffer in __init__)
+    task_mu: torch.Tensor
+    task_sd: torch.Tensor
+    knob_mu: torch.Tensor
+    knob_sd: torch.Tensor
+    seq_mu: torch.Tensor
+    seq_sd: torch.Tensor
+
     def __init__(self, vec_len: int, max_len: int, d_model: int = 64, heads: int = 4, layers: int = 3,
                  ff: int = 1024, dropout: float = 0.25) -> None:
         super().__init__()
@@ -246,7 +254,7 @@ class OneShotModel:
             raise ValueError(f"epochs must be >= 0 and batch >= 1, got {epochs}, {batch}")
         self.shape = (int(shape[0]), int(shape[1]))
         self.seed, self.epochs, self.batch, self.lr = seed, epochs, batch, lr
-        self.arch = {"d_model": d_model, "heads": heads, "layers": layers, "ff": ff, "dropout": dropout}
+        self.arch: dict[str, Any] = {"d_model": d_model, "heads": heads, "layers": layers, "ff": ff, "dropout": dropout}
         self.oversample = oversample
         self.metadata: dict[str, Any] = {}
         with torch.random.fork_rng(devices=[]):

@@ -52,9 +52,9 @@ def make_env(spec: RunSpec) -> Any:
     from tune_gym.tasks import Task
 
     knobs_only = not KnobSpace.for_task(Task.parse(spec.task), spec.preset).has_schedules
+    observation: dict[str, Any] = {"observation": "knobs"} if knobs_only else {}
     return gym.make("tune_gym/Tune-v0", task=spec.task, preset=spec.preset, backend=spec.backend,
-                    batch_size=spec.batch, budget=spec.budget, disable_env_checker=True,
-                    **({"observation": "knobs"} if knobs_only else {}))
+                    batch_size=spec.batch, budget=spec.budget, disable_env_checker=True, **observation)
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:

@@ -152,8 +152,8 @@ def load_suite(name: str | Path) -> Suite:
         agents = tuple(a for a in list_agents() if a not in unavailable_agents())
     from agents.base import list_agents, unavailable_agents
 
-    if unknown := [a for a in agents if base_agent(a) not in {*list_agents(), *unavailable_agents()}]:
-        raise SuiteError(f"{path}: unknown agent(s) {unknown}; known: {', '.join(list_agents())} "
+    if unknown_agents := [a for a in agents if base_agent(a) not in {*list_agents(), *unavailable_agents()}]:
+        raise SuiteError(f"{path}: unknown agent(s) {unknown_agents}; known: {', '.join(list_agents())} "
                          "(a variant is ID/NAME with a known ID)")
     seeds, batch = int(raw.get("seeds", 10)), int(raw.get("batch", 8))
     if seeds < 1 or batch < 1:

@@ -63,7 +63,8 @@ def layer_task(row: Mapping[str, Any], target: str = "llvm") -> Task:
     if layer.op == "depthwise_conv2d_nchw" and layer.k % layer.c:
         raise TaskError(f"a depthwise layer's out channels ({layer.k}) must be a multiple of its in channels "
                         f"({layer.c})")
-    return Task.make(layer.op, target=target, **layer.params)
+    params: dict[str, Any] = layer.params  # shape parameters only: never target, dtype or weights
+    return Task.make(layer.op, target=target, **params)
 
 
 def held_out_tasks(networks: Iterable[str] = HELD_OUT_NETWORKS, target: str = "llvm") -> set[str]:

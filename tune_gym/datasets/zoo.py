@@ -295,7 +295,7 @@ def _from_suite(name: str, zoo_name: str) -> Callable[[], list[ZooLayer]]:
     return layers
 
 
-_VGG11 = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
+_VGG11: list[int | str] = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
 #: Zoo models: name -> a function listing its conv layers (one entry per occurrence).
 ZOO: dict[str, Callable[[], list[ZooLayer]]] = {
     "alexnet": _from_suite("alexnet", "alexnet"),
