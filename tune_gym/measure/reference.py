@@ -25,6 +25,7 @@ import argparse
 import functools
 import importlib.metadata
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -61,8 +62,32 @@ class Reference:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Reference:
-        return cls(float(d["gflops"]), str(d.get("method", "")), tuple(float(s) for s in d.get("samples", ())),
-                   str(d.get("host", "")))
+        """Parse :meth:`to_json`'s form; ``ValueError`` on a missing or non-positive throughput
+        or fields of the wrong type (a target's upper bound is checked by :meth:`check`)."""
+        if not isinstance(d, dict) or "gflops" not in d:
+            raise ValueError(f"a reference is a JSON object with 'gflops', not {str(d)[:60]}")
+        gflops, samples = d["gflops"], d.get("samples", [])
+        if not _positive(gflops):
+            raise ValueError(f"reference gflops {gflops!r} is not a finite number > 0")
+        if not isinstance(samples, list) or not all(_positive(s) for s in samples):
+            raise ValueError(f"reference samples {str(samples)[:60]} are not a list of finite numbers > 0")
+        method, host = d.get("method", ""), d.get("host", "")
+        if not isinstance(method, str) or not isinstance(host, str):
+            raise ValueError("reference method and host must be strings")
+        return cls(float(gflops), method, tuple(float(s) for s in samples), host)
+
+    def check(self, target_kind: str) -> None:
+        """Raise ``ValueError`` unless the throughput and samples are possible on ``target_kind``
+        (:func:`tune_gym.measure.result.check_gflops`)."""
+        from tune_gym.measure.result import check_gflops
+
+        check_gflops(self.gflops, target_kind, "reference")
+        for s in self.samples:
+            check_gflops(s, target_kind, "reference sample")
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
 def _threads(task: Task) -> int:
