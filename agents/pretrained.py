@@ -1,4 +1,5 @@
-"""Committed checkpoints of pretrained cost models: which one an agent loads, and its digest.
+"""Committed checkpoints of pretrained cost models: which one an agent loads, and how one is
+written, sealed and read back.
 
 Every checkpoint in ``agents/checkpoints/`` is ``NAME.pt`` plus a JSON sidecar ``NAME.json``
 naming the model class (``"model"``), its config and metadata; the metadata lists the tasks it
@@ -7,20 +8,33 @@ was trained on (``train_tasks``) and its training rows (``rows.train``). A pretr
 :func:`pick_checkpoint` returns the checkpoint of one model class trained on the most rows among
 those trained on none of the given tasks. :func:`checkpoint_path` resolves an agent's
 ``checkpoint`` option: ``"auto"``, a path, or the name of a file in ``agents/checkpoints/``.
+
+A sidecar is sealed: its ``checksums`` field holds the SHA-256 of the weights file and of the
+sidecar's own content (its canonical JSON without ``checksums``). :func:`write_checkpoint` seals
+what it writes, :func:`seal_checkpoint` seals a checkpoint one trusts, and every reader
+(:func:`read_sidecar`, :func:`read_checkpoint`, :func:`load_model`) refuses a checkpoint whose
+files do not match their checksums, a sidecar without them, and weights holding NaN or inf. The
+checksums detect corruption and edits made without re-sealing; they are not a signature.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-__all__ = ["CHECKPOINT_DIR", "CHECKPOINT_FORMAT", "checkpoint_path", "pick_checkpoint", "read_checkpoint", "sha256",
-           "write_checkpoint"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["CHECKPOINT_DIR", "CHECKPOINT_FORMAT", "RESEAL", "CheckpointError", "check_finite", "checkpoint_path",
+           "load_model", "pick_checkpoint", "read_checkpoint", "read_sidecar", "seal_checkpoint", "sha256",
+           "sidecar_digest", "write_checkpoint"]
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
@@ -39,14 +53,16 @@ def pick_checkpoint(model: str, task_uri: str | Iterable[str], directory: Path =
 
     Raises:
         FileNotFoundError: no such checkpoint.
+        CheckpointError: a ``model`` sidecar that is not sealed or does not match its checksum.
     """
     avoid = {task_uri} if isinstance(task_uri, str) else set(task_uri)
     best: tuple[int, str] | None = None
     seen = []
     for sidecar in sorted(directory.glob("*.json")):
-        doc = json.loads(sidecar.read_text())
+        doc = read_sidecar(sidecar, verify=False)
         if doc.get("model") != model:
             continue
+        _check_sidecar(doc, sidecar)  # its train_tasks decide what it may tune
         seen.append(sidecar.name)
         meta = doc.get("metadata", {})
         if (accept is not None and not accept(doc)) or "train_tasks" not in meta or avoid & set(meta["train_tasks"]):
@@ -73,6 +89,7 @@ def checkpoint_path(value: str, task_uri: str, auto: Callable[[str], Path], kind
 
     Raises:
         FileNotFoundError: nothing of that name (``kind`` names the model in the message).
+        CheckpointError: its sidecar is not sealed or does not match its checksum.
     """
     if value == "auto":
         return auto(task_uri)
@@ -87,7 +104,7 @@ def checkpoint_path(value: str, task_uri: str, auto: Callable[[str], Path], kind
                                     f"in {CHECKPOINT_DIR})")
     sidecar = path.with_suffix(".json")
     if sidecar.exists():
-        trained_on = json.loads(sidecar.read_text()).get("metadata", {}).get("train_tasks", ())
+        trained_on = read_sidecar(sidecar).get("metadata", {}).get("train_tasks", ())
         if task_uri in trained_on:
             import warnings
 
@@ -97,46 +114,246 @@ def checkpoint_path(value: str, task_uri: str, auto: Callable[[str], Path], kind
 
 
 def sha256(path: str) -> str:
-    """SHA-256 of a checkpoint file (cached per path), for run provenance."""
+    """SHA-256 of a checkpoint file, for run provenance."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 #: Version of the sidecar layout shared by every checkpoint.
 CHECKPOINT_FORMAT = 1
 
+#: How to seal (or re-seal) a checkpoint one trusts, for the error messages.
+RESEAL = "python scripts/seal_checkpoints.py"
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that must not be loaded (or saved): unreadable, unsealed, changed since it was
+    sealed, or holding non-finite weights. The message is one line naming the file."""
+
+
+class Restorable(Protocol):
+    """What :func:`load_model` fills in: a torch module ``net`` and the sidecar's ``metadata``."""
+
+    metadata: dict[str, Any]
+
+    @property
+    def net(self) -> torch.nn.Module: ...
+
+
+M = TypeVar("M", bound=Restorable)
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def _canonical(doc: dict[str, Any]) -> bytes:
+    """The sidecar's content as checksummed: compact JSON with sorted keys, without ``checksums``."""
+    body = {k: v for k, v in doc.items() if k != "checksums"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def sidecar_digest(doc: dict[str, Any]) -> str:
+    """SHA-256 of a sidecar document's canonical JSON (every field except ``checksums``)."""
+    return hashlib.sha256(_canonical(doc)).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _sidecar_text(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def check_finite(state: dict[str, Any], where: str) -> None:
+    """Raise :class:`CheckpointError` when a floating tensor of ``state`` holds NaN or inf
+    (``where`` starts the message: the file, or what was refused)."""
+    import torch
+
+    for name, tensor in state.items():
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise CheckpointError(f"{where}: tensor {name!r} holds {bad} non-finite value(s) (NaN or inf) of "
+                                  f"{tensor.numel()}; the training diverged: retrain the model")
+
+
+def read_sidecar(sidecar: str | os.PathLike[str], verify: bool = True) -> dict[str, Any]:
+    """A checkpoint's sidecar document; with ``verify``, only a sealed one whose content matches
+    its ``checksums.sidecar`` (the weights are checked by :func:`read_checkpoint`).
+
+    Raises:
+        CheckpointError: not a JSON object, or (``verify``) unsealed or changed since it was sealed.
+    """
+    sidecar = Path(sidecar)
+    try:
+        doc = json.loads(sidecar.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"sidecar {sidecar} is not UTF-8 text ({err.reason} at byte {err.start}); "
+                              "restore it from git or retrain") from None
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"sidecar {sidecar} is not valid JSON (line {err.lineno}, column {err.colno}: "
+                              f"{err.msg}); restore it from git or retrain") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"sidecar {sidecar} must hold a JSON object, not {type(doc).__name__}; "
+                              "restore it from git or retrain")
+    if verify:
+        _check_sidecar(doc, sidecar)
+    return doc
+
+
+def _check_sidecar(doc: dict[str, Any], sidecar: Path) -> None:
+    """Raise unless ``doc`` carries well-formed checksums and its content matches ``checksums.sidecar``."""
+    sums = doc.get("checksums")
+    reseal = f"`{RESEAL} {sidecar.with_suffix('.pt')}`"
+    if sums is None:
+        raise CheckpointError(f"sidecar {sidecar} carries no checksums of its weights and content; if you trust "
+                              f"{sidecar.with_suffix('.pt').name} and {sidecar.name}, seal them with {reseal}, "
+                              "else retrain")
+    if (not isinstance(sums, dict) or set(sums) != {"weights", "sidecar"}
+            or not all(isinstance(v, str) and _DIGEST.fullmatch(v) for v in sums.values())):
+        raise CheckpointError(f"sidecar {sidecar}: field 'checksums' must be {{\"weights\": SHA-256, \"sidecar\": "
+                              f"SHA-256}} (64 lowercase hex digits each), got {json.dumps(sums)[:120]}; restore it "
+                              f"from git, or re-seal a checkpoint you trust with {reseal}")
+    if sums["sidecar"] != sidecar_digest(doc):
+        raise CheckpointError(f"sidecar {sidecar} does not match its checksum (edited or corrupted since it was "
+                              f"sealed); restore it from git or retrain (re-seal with {reseal} only a file you "
+                              "trust)")
+
+
+def _check_format(doc: dict[str, Any], sidecar: Path, model: str | None) -> None:
+    if doc.get("format") != CHECKPOINT_FORMAT or (model is not None and doc.get("model") != model):
+        what = f"a {model} checkpoint" if model is not None else "a checkpoint"
+        raise CheckpointError(f"{sidecar} is not {what} of format {CHECKPOINT_FORMAT} "
+                              f"(format {doc.get('format')!r}, model {doc.get('model')!r})")
+    for field in ("config", "metadata"):
+        if not isinstance(doc.get(field, {}), dict):
+            raise CheckpointError(f"sidecar {sidecar}: field {field!r} must be a JSON object, "
+                                  f"not {type(doc[field]).__name__}")
+
+
+def _load_state(data: bytes, path: Path) -> dict[str, Any]:
+    """The state dict in ``data`` (the bytes of ``path``): tensors only, every one finite."""
+    import torch
+
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on a broken file
+        raise CheckpointError(f"weights {path} cannot be read as a state dict ({type(err).__name__}: "
+                              f"{_one_line(err)[:200]}); restore it from git or retrain") from None
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
+        raise CheckpointError(f"weights {path} are not a state dict (names to tensors) but a "
+                              f"{type(state).__name__}; restore it from git or retrain")
+    check_finite(state, f"weights {path}")
+    return state
+
 
 def write_checkpoint(path: str | os.PathLike[str], state_dict: dict[str, Any], model: str, config: dict[str, Any],
                      metadata: dict[str, Any], **extra: Any) -> Path:
-    """Write ``state_dict`` to ``path`` (``torch.save``) and the sidecar ``path`` with suffix
+    """Write ``state_dict`` to ``path`` (``torch.save``) and the sealed sidecar ``path`` with suffix
     ``.json``: format, ``model`` (the class name), weights file, ``config`` (the constructor's
-    arguments), ``metadata`` and any ``extra`` JSON fields. Returns the sidecar's path."""
-    import torch
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(state_dict, path)
-    sidecar = path.with_suffix(".json")
-    doc = {"format": CHECKPOINT_FORMAT, "model": model, "weights": path.name, "config": config, **extra,
-           "metadata": metadata}
-    sidecar.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    return sidecar
-
-
-def read_checkpoint(path: str | os.PathLike[str], model: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The sidecar document and the state dict of a ``model`` checkpoint; only tensors are read
-    (``torch.load(weights_only=True)``), never pickled objects.
+    arguments), ``metadata``, any ``extra`` JSON fields and ``checksums``. Returns the sidecar's path.
 
     Raises:
-        ValueError: a missing sidecar, or one of another format or model.
+        CheckpointError: a tensor of ``state_dict`` holds NaN or inf (nothing is written).
     """
     import torch
 
     path = Path(path)
+    check_finite(state_dict, f"refusing to save {path}")
+    buffer = io.BytesIO()
+    torch.save(state_dict, buffer)
+    weights = buffer.getvalue()
+    doc = {"format": CHECKPOINT_FORMAT, "model": model, "weights": path.name, "config": config, **extra,
+           "metadata": metadata}
+    doc = json.loads(json.dumps(doc))  # as it will read back (tuples as lists, keys as strings)
+    doc["checksums"] = {"weights": hashlib.sha256(weights).hexdigest(), "sidecar": sidecar_digest(doc)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sidecar = path.with_suffix(".json")
+    _write_atomic(path, weights)
+    _write_atomic(sidecar, _sidecar_text(doc).encode())
+    return sidecar
+
+
+def seal_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Write into the sidecar of the checkpoint at ``path`` the checksums of its weights and its
+    content as they are now; returns the sealed document. Seal only files you trust: sealing
+    vouches for whatever they hold.
+
+    Raises:
+        CheckpointError: no sidecar, one that is not a checkpoint's, or weights that do not read
+            as a finite state dict (nothing is written).
+    """
+    path = Path(path)
     sidecar = path.with_suffix(".json")
     if not sidecar.exists():
-        raise ValueError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
-    doc = json.loads(sidecar.read_text())
-    if doc.get("format") != CHECKPOINT_FORMAT or doc.get("model") != model:
-        raise ValueError(f"{sidecar} is not a {model} checkpoint of format {CHECKPOINT_FORMAT} "
-                         f"(format {doc.get('format')!r}, model {doc.get('model')!r})")
-    return doc, torch.load(path, map_location="cpu", weights_only=True)
+        raise CheckpointError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
+    doc = read_sidecar(sidecar, verify=False)
+    _check_format(doc, sidecar, None)
+    weights = _read_weights(path)
+    _load_state(weights, path)
+    doc.pop("checksums", None)
+    doc["checksums"] = {"weights": hashlib.sha256(weights).hexdigest(), "sidecar": sidecar_digest(doc)}
+    _write_atomic(sidecar, _sidecar_text(doc).encode())
+    return doc
+
+
+def _read_weights(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"weights {path} cannot be read ({err.strerror}); restore it from git or "
+                              "retrain") from None
+
+
+def read_checkpoint(path: str | os.PathLike[str], model: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sidecar document and the state dict of a sealed ``model`` checkpoint; only tensors are
+    read (``torch.load(weights_only=True)``), never pickled objects, and only from the bytes
+    whose checksum was checked.
+
+    Raises:
+        CheckpointError: a missing sidecar, one of another format or model, one not sealed or
+            changed since, weights that do not match their checksum, or weights holding NaN or inf.
+    """
+    path = Path(path)
+    sidecar = path.with_suffix(".json")
+    if not sidecar.exists():
+        raise CheckpointError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
+    doc = read_sidecar(sidecar, verify=False)
+    _check_format(doc, sidecar, model)
+    _check_sidecar(doc, sidecar)
+    weights = _read_weights(path)
+    if hashlib.sha256(weights).hexdigest() != doc["checksums"]["weights"]:
+        raise CheckpointError(f"weights {path} do not match the SHA-256 in {sidecar.name} (corrupted or "
+                              "replaced since it was sealed); restore it from git or retrain")
+    return doc, _load_state(weights, path)
+
+
+def load_model(path: str | os.PathLike[str], cls: type[M], build: Callable[[dict[str, Any]], M] | None = None) -> M:
+    """A ``cls`` model from the sealed checkpoint at ``path`` (:func:`read_checkpoint`): built by
+    ``build(sidecar document)`` (default ``cls(**config)``), its ``net`` given the weights and put
+    in eval mode, its ``metadata`` the sidecar's.
+
+    Raises:
+        CheckpointError: what :func:`read_checkpoint` refuses, a config that does not build a
+            ``cls``, or weights that do not fit it.
+    """
+    doc, state = read_checkpoint(path, cls.__name__)
+    sidecar = Path(path).with_suffix(".json")
+    try:
+        model = build(doc) if build is not None else cls(**doc.get("config", {}))
+    except (TypeError, ValueError, KeyError) as err:
+        raise CheckpointError(f"sidecar {sidecar}: its config does not build a {cls.__name__} "
+                              f"({_one_line(err)[:300]}); retrain") from None
+    try:
+        model.net.load_state_dict(state)
+    except RuntimeError as err:
+        raise CheckpointError(f"weights {path} do not fit the config of {sidecar.name}: "
+                              f"{_one_line(err)[:300]}; retrain") from None
+    model.net.eval()
+    model.metadata = dict(doc.get("metadata", {}))
+    return model

@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, wrote
+from training_common import REPO, command_line, load_unchanged, save_checkpoint, wrote
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "meta_secs": meta["secs"][0] if meta else None, "train_secs": train_secs, "load_secs": load_secs,
         "threads": torch.get_num_threads(), "scores": scores,
     }
-    model.save(args.out / f"{name}.pt", metadata)
+    save_checkpoint(model, args.out / f"{name}.pt", metadata)
     plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png")
     wrote(args.out, name)
     print(f"  training: {train_secs:.0f} s; val MSE {scores['val_mse']:.4f}")

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, plot_losses, wrote
+from training_common import REPO, command_line, load_unchanged, plot_losses, save_checkpoint, wrote
 
 from agents.models import metrics
 from agents.models.oneshot import OneShotModel, ebs_filter, load_oneshot_data
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_secs": load_secs, "scores": scores,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    model.save(args.out / f"{name}.pt", metadata)
+    save_checkpoint(model, args.out / f"{name}.pt", metadata)
     plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png",
                 "MSE (training: oversampled rows; validation: unseen tasks)")
     wrote(args.out, name)

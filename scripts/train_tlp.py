@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, plot_losses, wrote
+from training_common import REPO, command_line, load_unchanged, plot_losses, save_checkpoint, wrote
 
 from agents.models import metrics
 from agents.models.rank_data import RankingData, held_out_mask, load_ranking_data, thin_platform
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
         "load_secs": load_secs, "scores": scores,
     }
-    model.save(args.out / f"{name}.pt", metadata)
+    save_checkpoint(model, args.out / f"{name}.pt", metadata)
     plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png", "LambdaRank loss per list")
     wrote(args.out, name)
     for key, value in scores.items():

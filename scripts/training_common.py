@@ -1,7 +1,7 @@
 """What the training scripts (``train_tlp.py``, ``train_oneshot.py``, ``train_metatune.py``) share:
 the exact command and the dataset files with their checksums for the checkpoint's sidecar, a
-load that refuses files a running collection changed underneath it, the loss plot, and the
-closing report of what was written."""
+load that refuses files a running collection changed underneath it, the save of the sealed
+checkpoint, the loss plot, and the closing report of what was written."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["REPO", "command_line", "display", "file_checksums", "load_unchanged", "plot_losses", "wrote"]
+__all__ = ["REPO", "command_line", "display", "file_checksums", "load_unchanged", "plot_losses", "save_checkpoint",
+           "wrote"]
 
 
 def command_line(script: str, argv: Sequence[str] | None) -> str:
@@ -59,6 +60,15 @@ def load_unchanged(files: Sequence[Path], load: Callable[[], Any]) -> tuple[Any,
         raise SystemExit(f"dataset file(s) {changed} changed while they were read (is a collection writing them?); "
                          "run again, or leave them out with --files")
     return data, checksums, secs
+
+
+def save_checkpoint(model: Any, path: Path, metadata: dict[str, Any]) -> None:
+    """``model.save(path, metadata)``: the weights and their sidecar, sealed with their checksums;
+    exits with the model's reason when it refuses (weights holding NaN or inf: the training diverged)."""
+    try:
+        model.save(path, metadata)
+    except ValueError as err:
+        raise SystemExit(f"no checkpoint written: {err}") from None
 
 
 def plot_losses(history: dict[str, list[float]], title: str, path: Path, ylabel: str) -> None:

@@ -93,7 +93,7 @@ from torch.nn import functional as F
 from torch_geometric.nn import DenseGCNConv
 
 from agents.models import metrics
-from agents.pretrained import read_checkpoint, write_checkpoint
+from agents.pretrained import load_model, write_checkpoint
 from tune_gym.features.graph import LOOP_FEATURES, NODE_TYPES, GraphTemplate, encode_graphs
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -863,34 +863,35 @@ class MetaTuneModel:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> Path:
         """Write the trained weights to ``path`` (a ``torch.save``'d state dict) and the config,
-        templates and ``metadata`` (JSON-serializable) to the sidecar ``path`` with suffix ``.json``.
+        templates and ``metadata`` (JSON-serializable) to the sidecar ``path`` with suffix ``.json``,
+        sealed with their checksums (:func:`agents.pretrained.write_checkpoint`).
 
         Returns:
             The sidecar's path.
+
+        Raises:
+            ValueError: weights holding NaN or inf (nothing is written).
         """
         return write_checkpoint(path, self._base, "MetaTuneModel", self.config, {**self.metadata, **(metadata or {})},
                                 templates=[t.to_dict() for t in self.templates], columns=self.columns)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> MetaTuneModel:
-        """A model from the weights at ``path`` and its JSON sidecar; only tensors are read
-        (``torch.load(weights_only=True)``).
+        """A model from the weights at ``path`` and its JSON sidecar (:func:`agents.pretrained.load_model`);
+        only tensors are read (``torch.load(weights_only=True)``).
 
         Raises:
-            ValueError: a missing sidecar, one of another format or model, or weights that do not
-                fit its config.
+            ValueError: a missing sidecar, one of another format or model, files that do not match
+                their checksums, an unsealed sidecar, feature columns that differ from what its
+                templates give, or weights holding NaN or inf or not fitting its config.
         """
-        doc, state = read_checkpoint(path, "MetaTuneModel")
-        sidecar = Path(path).with_suffix(".json")
-        model = cls([GraphTemplate.from_dict(t) for t in doc["templates"]], **doc["config"])
-        if doc.get("columns") != model.columns:
-            raise ValueError(f"{sidecar}: its feature columns differ from what its templates give")
-        try:
-            model.net.load_state_dict(state)
-        except RuntimeError as err:
-            raise ValueError(f"weights {path} do not fit the config of {sidecar.name}: {err}") from None
-        model.net.eval()
+        def build(doc: dict[str, Any]) -> MetaTuneModel:
+            model = cls([GraphTemplate.from_dict(t) for t in doc["templates"]], **doc["config"])
+            if doc.get("columns") != model.columns:
+                raise ValueError("its feature columns differ from what its templates give")
+            return model
+
+        model = load_model(path, cls, build)
         model._base = copy.deepcopy(model.net.state_dict())
         model._trained = True
-        model.metadata = dict(doc.get("metadata", {}))
         return model

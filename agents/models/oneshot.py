@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.pretrained import read_checkpoint, write_checkpoint
+from agents.pretrained import load_model, write_checkpoint
 from tune_gym.features.task import TASK_FEATURE_DIM, task_features
 from tune_gym.space import KnobSpace
 
@@ -353,16 +353,14 @@ class OneShotModel:
 
     def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> Path:
         """Weights (a ``torch.save``'d state dict) at ``path``; config and ``metadata`` in the
-        JSON sidecar beside it (:func:`agents.pretrained.write_checkpoint`). Returns the sidecar's path."""
+        JSON sidecar beside it, sealed with their checksums (:func:`agents.pretrained.write_checkpoint`).
+        Returns the sidecar's path; raises ValueError (writing nothing) for weights holding NaN or inf."""
         return write_checkpoint(path, self.net.state_dict(), "OneShotModel", self.config,
                                 {**self.metadata, **(metadata or {})})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> OneShotModel:
-        """A model from ``path`` and its sidecar; reads tensors only (``weights_only=True``)."""
-        doc, state = read_checkpoint(path, "OneShotModel")
-        model = cls(**doc["config"])
-        model.net.load_state_dict(state)
-        model.net.eval()
-        model.metadata = dict(doc.get("metadata", {}))
-        return model
+        """A model from ``path`` and its sidecar (:func:`agents.pretrained.load_model`); reads
+        tensors only (``weights_only=True``) and raises ValueError for files that do not match
+        their checksums, an unsealed sidecar, or weights holding NaN or inf."""
+        return load_model(path, cls)

@@ -56,7 +56,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.models.rank_data import RankingData
-from agents.pretrained import read_checkpoint, write_checkpoint
+from agents.pretrained import load_model, write_checkpoint
 
 __all__ = ["DEFAULT_PLATFORM", "TLPModel", "TLPNet", "lambdarank_loss"]
 
@@ -395,26 +395,26 @@ class TLPModel:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> Path:
         """Write the weights to ``path`` (a ``torch.save``'d state dict) and the config and
-        ``metadata`` (JSON-serializable) to the sidecar ``path`` with suffix ``.json``
-        (:func:`agents.pretrained.write_checkpoint`).
+        ``metadata`` (JSON-serializable) to the sidecar ``path`` with suffix ``.json``, sealed with
+        their checksums (:func:`agents.pretrained.write_checkpoint`).
 
         Returns:
             The sidecar's path.
+
+        Raises:
+            ValueError: weights holding NaN or inf (nothing is written).
         """
         return write_checkpoint(path, self.net.state_dict(), "TLPModel", self.config,
                                 {**self.metadata, **(metadata or {})})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TLPModel:
-        """A model from the weights at ``path`` and its JSON sidecar; only tensors are read
-        (``torch.load(weights_only=True)``), never pickled objects.
+        """A model from the weights at ``path`` and its JSON sidecar (:func:`agents.pretrained.load_model`);
+        only tensors are read (``torch.load(weights_only=True)``), never pickled objects.
 
         Raises:
-            ValueError: a missing sidecar or one of another format.
+            ValueError: a missing sidecar, one of another format or model, files that do not match
+                their checksums, an unsealed sidecar, or weights holding NaN or inf or not fitting
+                the config.
         """
-        doc, state = read_checkpoint(path, "TLPModel")
-        model = cls(**doc["config"])
-        model.net.load_state_dict(state)
-        model.net.eval()
-        model.metadata = dict(doc.get("metadata", {}))
-        return model
+        return load_model(path, cls)
