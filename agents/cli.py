@@ -29,7 +29,11 @@ def cmd_agents(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from agents.driver import print_summary, tune
     from tune_gym.cli import parse_options, parse_task
+    from tune_gym.errors import TuneGymError
 
+    for flag, given in (("--resume", args.resume), ("--export", args.export)):
+        if given and args.log is None:
+            raise TuneGymError(f"{flag} works on the records of --log FILE; give --log")
     backend_options = parse_options(args.backend_option)
     if args.adaptive:
         backend_options.setdefault("adaptive", {})

@@ -13,12 +13,21 @@ Each line is one self-contained JSON object (schema :data:`SCHEMA_VERSION`)::
 measured) is the throughput rewards were normalized by; :func:`recorded_reference` finds it,
 so replayed and resumed runs reuse it.
 
-Crash safety: :meth:`RecordWriter.append` writes a batch with one ``write`` to a file opened
-with ``O_APPEND`` and then ``fsync``\\ s it, so a process killed at any moment loses at most
-the batch being written. What a kill leaves behind is at worst a torn (truncated) last line:
-:func:`load_records` skips it with a warning, and the next :class:`RecordWriter` starts a
-fresh line after it, so the torn line stays skippable when it is no longer the last one.
-Any other malformed line is an error (:class:`RecordError` naming the file and line).
+Crash safety and locking (:mod:`tune_gym.jsonl`): :meth:`RecordWriter.append` writes a batch
+with one ``write`` to a file opened with ``O_APPEND`` and then ``fsync``\\ s it, so a process
+killed at any moment loses at most the batch being written; what a kill leaves behind is at
+worst a torn (truncated) line, which :func:`load_records` skips with a warning and after which
+the next :class:`RecordWriter` starts a fresh line. A writer holds an exclusive ``flock`` on
+the log itself while it is open: a second writer of the same log (another tuning run) fails
+at once with an error naming the file. A writer refuses a file that is not a record log (a
+directory, a Parquet file, a file whose first line is not a record of this schema).
+
+Trust on read: :meth:`Record.from_json` accepts only what :meth:`Record.to_json` writes (every
+field present and of its type, nothing converted), and :func:`load_records` checks each
+record against its task and space (:func:`check_record`): FLOPs, plausible throughput and
+reference on the task's target kind, the config in range and canonical, the knobs its
+values. Any other malformed line is an error (:class:`RecordError` naming the file and line):
+a record is never silently dropped, repaired or used.
 
 The best config of each task exports to a MetaSchedule JSON database
 (:func:`export_database`) that TVM's own API compiles from.
@@ -29,25 +38,25 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import platform
-import re
 import time
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tune_gym._tvm import ms, tvm
-from tune_gym.errors import RecordError
+from tune_gym.errors import RecordError, SpaceError, TuneGymError
+from tune_gym.jsonl import JsonlAppender, read_jsonl
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
-from tune_gym.space import Config, KnobSpace
+from tune_gym.space import PRESETS, Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = [
-    "SCHEMA_VERSION", "Record", "RecordWriter", "best_records", "export_database",
+    "SCHEMA_VERSION", "Record", "RecordWriter", "best_records", "check_record", "export_database",
     "host_fingerprint", "host_id", "load_database", "load_records", "recorded_reference",
 ]
 
@@ -137,56 +146,191 @@ class Record:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Record:
-        """Parse one line's object; raise RecordError on another schema or missing fields."""
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA_VERSION:
-            got = d.get("schema") if isinstance(d, dict) else type(d).__name__
-            raise RecordError(f"record schema {got!r} is not the supported version {SCHEMA_VERSION}")
-        try:
-            return cls(
-                task=str(d["task"]), preset=str(d["preset"]), backend=str(d["backend"]),
-                config=tuple(int(c) for c in d["config"]), result=MeasureResult.from_json(d["result"]),
-                time=float(d["time"]), host=str(d["host"]), tvm=str(d["tvm"]), knobs=dict(d.get("knobs", {})),
-                reference=Reference.from_json(d["reference"]) if d.get("reference") else None,
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise RecordError(f"malformed record ({type(err).__name__}: {err})") from err
+    def from_json(cls, d: Any) -> Record:
+        """Parse one line's object as written by :meth:`to_json`, refusing anything else.
+
+        Every field must be present (``reference`` and the result's ``extra`` may be left out)
+        and of its type: strings, a parseable task URI in its canonical form, a known preset,
+        ``config`` a list of ints >= 0 (not bools, floats or strings), ``knobs`` an object,
+        ``time`` a finite number >= 0, ``result`` / ``reference`` as their own ``from_json``
+        accept them. Nothing is converted or filled in.
+
+        Raises:
+            RecordError: naming the field and what is wrong (another schema version included).
+        """
+        if not isinstance(d, dict):
+            raise RecordError(f"a record is a JSON object, not {_kind(d)}")
+        schema = d.get("schema")
+        if type(schema) is not int or schema != SCHEMA_VERSION:
+            raise RecordError(f"record schema {_short(schema)} is not the supported version {SCHEMA_VERSION}")
+        _check_fields(d, _FIELDS, ("reference",), "record")
+        for name in ("tvm", "host", "backend", "preset", "task"):
+            if not isinstance(d[name], str):
+                raise RecordError(f"{name} {_short(d[name])} is not a string")
+        if d["preset"] not in PRESETS:
+            raise RecordError(f"preset {_short(d['preset'])} is not a space preset (known: {', '.join(PRESETS)})")
+        _task(d["task"])
+        if not isinstance(d["knobs"], dict):
+            raise RecordError(f"knobs {_short(d['knobs'])} is not a JSON object")
+        if not _is_time(d["time"]):
+            raise RecordError(f"time {_short(d['time'])} is not a unix time (want a finite number >= 0)")
+        return cls(task=d["task"], preset=d["preset"], backend=d["backend"], config=_config(d["config"]),
+                   result=_result(d["result"]), time=float(d["time"]), host=d["host"], tvm=d["tvm"],
+                   knobs=d["knobs"], reference=_reference(d["reference"]) if "reference" in d else None)
+
+
+#: The fields of a record line (besides the optional ``reference``), of its ``result`` (besides
+#: the optional ``extra``) and of its ``reference``: what :meth:`Record.to_json` writes.
+_FIELDS = ("schema", "tvm", "host", "task", "preset", "backend", "config", "knobs", "result", "time")
+_RESULT_FIELDS = ("costs", "flops", "error", "error_msg", "build_secs", "run_secs")
+_REFERENCE_FIELDS = ("gflops", "method", "samples", "host")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a JSON object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), f"a {type(value).__name__}")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_fields(d: dict[str, Any], required: Sequence[str], optional: Sequence[str], what: str) -> None:
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise RecordError(f"{what} has no {', '.join(map(repr, missing))} field")
+    unknown = [k for k in d if k not in required and k not in optional]
+    if unknown:
+        raise RecordError(f"{what} has unknown field(s) {', '.join(_short(k) for k in unknown)} "
+                          f"(schema {SCHEMA_VERSION} has {', '.join((*required, *optional))})")
+
+
+@functools.lru_cache(maxsize=1024)
+def _task(uri: str) -> Task:
+    """The task of a record's URI (parsed once per process), refusing a non-canonical spelling
+    (``load_records(path, task=...)`` matches URIs as strings)."""
+    try:
+        task = Task.from_uri(uri)
+    except TuneGymError as err:
+        raise RecordError(f"task: {err}") from None
+    if task.uri != uri:
+        raise RecordError(f"task {_short(uri, 120)} is not in its canonical form {task.uri!r}")
+    return task
+
+
+def _config(value: Any) -> Config:
+    if not isinstance(value, list) or not all(type(v) is int and v >= 0 for v in value):
+        raise RecordError(f"config {_short(value)} is not a list of knob indices (ints >= 0)")
+    return tuple(value)
+
+
+def _is_time(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
+
+
+def _result(value: Any) -> MeasureResult:
+    if not isinstance(value, dict):
+        raise RecordError(f"result {_short(value)} is not a JSON object")
+    _check_fields(value, _RESULT_FIELDS, ("extra",), "result")
+    try:
+        return MeasureResult.from_json(value)
+    except (TypeError, ValueError) as err:
+        raise RecordError(_prefixed("result", err)) from None
+
+
+def _reference(value: Any) -> Reference:
+    if not isinstance(value, dict):
+        raise RecordError(f"reference {_short(value)} is not a JSON object")
+    _check_fields(value, _REFERENCE_FIELDS, (), "reference")
+    try:
+        return Reference.from_json(value)
+    except (TypeError, ValueError) as err:
+        raise RecordError(_prefixed("reference", err)) from None
+
+
+def _prefixed(field: str, err: Exception) -> str:
+    """``err``'s message, starting with the field it is about."""
+    text = str(err)
+    return text if text.startswith(field) else f"{field}: {text}"
+
+
+def check_record(rec: Record, space: KnobSpace | None = None) -> None:
+    """Check ``rec`` against its task and, when given, its space (``KnobSpace.for_task(task,
+    rec.preset)``): the result's FLOPs are the task's, its throughput and the reference's are
+    possible on the task's target kind, the config is a canonical config of the space and the
+    knobs are its values.
+
+    Raises:
+        RecordError: naming what is wrong.
+    """
+    task = _task(rec.task)
+    kind = task.target.kind
+    if rec.result.flops != task.flops:
+        raise RecordError(f"result flops {rec.result.flops} is not the task's FLOP count {task.flops}")
+    try:
+        rec.result.check_plausible(kind)
+        if rec.reference is not None:
+            rec.reference.check(kind)
+    except ValueError as err:
+        raise RecordError(str(err)) from None
+    if space is not None:
+        _check_in_space(rec, space)
+
+
+def _check_in_space(rec: Record, space: KnobSpace) -> None:
+    try:
+        canonical = space.check(rec.config)
+    except SpaceError as err:
+        raise RecordError(f"config {list(rec.config)} is not in the {rec.preset} space: {err}") from None
+    if canonical != rec.config:
+        raise RecordError(f"config {list(rec.config)} is not canonical (want {list(canonical)}: knobs that its "
+                          "sketch does not use are 0)")
+    knobs = {k: _jsonable(v) for k, v in space.to_dict(canonical).items()}
+    if rec.knobs != knobs:
+        raise RecordError(f"knobs {_short(rec.knobs)} are not the values of config {list(rec.config)} "
+                          f"({_short(knobs)}): the space has changed since the record was written")
 
 
 class RecordWriter:
     """Appends batches of records to a JSONL file, each batch fsynced (a context manager).
 
+    Opening takes the file's exclusive lock (:class:`tune_gym.jsonl.JsonlAppender`) until
+    :meth:`close`, so a second writer of the same log fails at once, and refuses a file that is
+    not a record log: a directory, a Parquet file, or a non-empty file whose first line is not
+    a record of this schema (e.g. a benchmark results file).
+
     Example:
         >>> with RecordWriter("runs/dense.jsonl") as writer:
         ...     writer.append([Record.create(space, cfg, result, backend="local")])
+
+    Raises:
+        RecordError: one line naming the file and why it is refused.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        # A killed writer may have left a torn last line: start ours on a fresh line.
-        size = os.fstat(self._fd).st_size
-        self._needs_newline = size > 0 and os.pread(self._fd, 1, size - 1) != b"\n"
+        self._appender = JsonlAppender(self.path, accept=self._accept, error=RecordError, what="record log")
+
+    def _accept(self, first: tuple[int, Any] | None) -> None:
+        if first is None:
+            return
+        line, obj = first
+        if isinstance(obj, dict) and "schema" not in obj and isinstance(obj.get("format"), str):
+            raise RecordError(f"{self.path} is a {_short(obj['format'])} file, not a record log")
+        try:
+            Record.from_json(obj)
+        except RecordError as err:
+            raise RecordError(f"{self.path} is not a record log (line {line} is not a record: {err})") from None
 
     def append(self, records: Sequence[Record]) -> None:
         """Write all lines of ``records`` with one write, then flush them to disk."""
-        if self._fd is None:
+        if self._appender.closed:
             raise ValueError(f"RecordWriter({self.path}) is closed")
-        if not records:
-            return
-        text = "\n" if self._needs_newline else ""
-        text += "".join(json.dumps(r.to_json()) + "\n" for r in records)
-        data = memoryview(text.encode("utf-8"))
-        while data:
-            data = data[os.write(self._fd, data):]
-        os.fsync(self._fd)
-        self._needs_newline = False
+        self._appender.append(r.to_json() for r in records)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._appender.close()
 
     def __enter__(self) -> RecordWriter:
         return self
@@ -195,51 +339,56 @@ class RecordWriter:
         self.close()
 
 
-_NUMBER_PREFIX = re.compile(r"-?\d*\.?\d*(?:[eE][+-]?\d*)?")
+class _SpaceCache:
+    """``KnobSpace.for_task`` once per (task URI, preset) of one read."""
+
+    def __init__(self) -> None:
+        self.spaces: dict[tuple[str, str], KnobSpace] = {}
+
+    def get(self, rec: Record) -> KnobSpace:
+        key = (rec.task, rec.preset)
+        if key not in self.spaces:
+            try:
+                self.spaces[key] = KnobSpace.for_task(_task(rec.task), rec.preset)
+            except TuneGymError as err:
+                raise RecordError(f"the {rec.preset} space of {rec.task} cannot be built to check the record: "
+                                  f"{err}") from None
+        return self.spaces[key]
 
 
-def _is_torn(line: str) -> bool:
-    """True when ``line`` is an unfinished JSON text (what a killed writer leaves behind)."""
-    try:
-        json.loads(line)
-        return False
-    except json.JSONDecodeError as err:
-        tail = line[err.pos:].rstrip()
-        return (err.msg.startswith("Unterminated string") or not tail
-                or any(lit.startswith(tail) for lit in ("true", "false", "null"))
-                or _NUMBER_PREFIX.fullmatch(tail) is not None)
-
-
-def load_records(path: str | os.PathLike[str], task: str | Task | None = None) -> list[Record]:
+def load_records(path: str | os.PathLike[str], task: str | Task | None = None, check: bool = True, *,
+                 check_space: bool = True, strict: bool = False) -> list[Record]:
     """Read a record file (a missing file gives ``[]``), optionally only one task's records.
 
-    Torn lines left by a killed writer (the last line, or an unfinished line that a later
-    writer started a fresh line after) are skipped with a warning. Any other undecodable
-    line, a malformed record or another schema version raises :class:`RecordError`.
+    Every line must be a record (:meth:`Record.from_json`). With ``check`` each record read is
+    also checked against its task (:func:`check_record`: FLOPs, plausible throughput, the
+    reference) and, with ``check_space``, against its space, built once per task and preset
+    (config in range and canonical, knobs its values). ``check_space=False`` skips building
+    spaces (for a caller that only lists records); ``check=False`` skips both.
+
+    A torn line left by a killed writer is skipped with a warning, or is an error with
+    ``strict`` (:func:`tune_gym.jsonl.read_jsonl`).
+
+    Raises:
+        RecordError: ``FILE:LINE: what is wrong`` for the first line that is not a valid record
+            (a record is never silently dropped or repaired).
     """
     path = Path(path)
     if not path.exists():
         return []
     uri = task.uri if isinstance(task, Task) else task
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    spaces = _SpaceCache() if check and check_space else None
     out = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            if i == last or _is_torn(line):
-                warnings.warn(f"{path}:{i + 1}: skipping a truncated record line", stacklevel=2)
-                continue
-            raise RecordError(f"{path}:{i + 1}: invalid JSON ({err.msg} at column {err.colno})") from err
+    for line, obj in read_jsonl(path, strict=strict, error=RecordError):
         try:
             rec = Record.from_json(obj)
+            if uri is not None and rec.task != uri:
+                continue
+            if check:
+                check_record(rec, spaces.get(rec) if spaces is not None else None)
         except RecordError as err:
-            raise RecordError(f"{path}:{i + 1}: {err}") from err
-        if uri is None or rec.task == uri:
-            out.append(rec)
+            raise RecordError(f"{path}:{line}: {err}") from None
+        out.append(rec)
     return out
 
 

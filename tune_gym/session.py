@@ -137,9 +137,15 @@ class TuningSession:
         space: its knob space (any preset).
         backend: what measures configs.
         budget: unique trials per run (``None``: no limit).
-        log: JSONL record file every fresh measurement is appended to (``None``: none).
+        log: JSONL record file every fresh measurement is appended to (``None``: none). It is
+            opened (and locked against other writers) here, until :meth:`close`.
         resume: load the log's records of this task and preset first: they enter the cache
             and become the first trials of the first run (nothing in them is measured again).
+            Each is checked against the task and space (:func:`tune_gym.records.load_records`).
+
+    Raises:
+        RecordError: ``log`` is not a record log, another writer holds it, or (``resume``) one
+            of its lines is not a valid record of it (naming ``file:line``).
         reference: the reference throughput written into each record (``None``: none).
     """
 
@@ -159,13 +165,8 @@ class TuningSession:
         self._cache: dict[Config, MeasureResult] = {}
         self._from_records: set[Config] = set()
         self.resumed: list[Any] = []  # records of this task and preset loaded from the log
-        if self.log is not None and resume:
-            from tune_gym.records import load_records
-
-            self.resumed = [r for r in load_records(self.log, task=task.uri) if r.preset == space.preset]
-            for rec in self.resumed:
-                self._cache.setdefault(rec.config, rec.result)
-                self._from_records.add(rec.config)
+        if self.log is not None:
+            self._open_log(resume)
         self.measured_count = 0  # configs sent to the backend over the session's life
         self.wall_secs = 0.0  # wall seconds spent in the backend over the session's life
         self._first_run = True
@@ -274,12 +275,31 @@ class TuningSession:
             self._best = trial
         return trial
 
+    def _open_log(self, resume: bool) -> None:
+        """Open the record log for appending (taking its lock: a second writer of the log fails
+        here, before anything is measured) and, with ``resume``, load its records of this task
+        and preset, each checked against the task and space."""
+        from tune_gym.records import RecordWriter, load_records
+
+        assert self.log is not None
+        self._writer = RecordWriter(self.log)
+        if not resume:
+            return
+        try:
+            self.resumed = [r for r in load_records(self.log, task=self.task.uri) if r.preset == self.space.preset]
+        except BaseException:
+            self.close()
+            raise
+        for rec in self.resumed:
+            self._cache.setdefault(rec.config, rec.result)
+            self._from_records.add(rec.config)
+
     def _write(self, items: Iterable[tuple[Config, MeasureResult]]) -> None:
         if self.log is None:
             return
         from tune_gym.records import Record, RecordWriter
 
-        if self._writer is None:
+        if self._writer is None:  # used again after close(): open (and lock) the log again
             self._writer = RecordWriter(self.log)
         self._writer.append([Record.create(self.space, cfg, res, self.backend.name, self.reference)
                              for cfg, res in items])
