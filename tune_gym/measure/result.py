@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-__all__ = ["ERROR_KINDS", "MAX_GFLOPS", "MIN_COST_SECS", "MeasureResult", "check_gflops", "max_gflops"]
+__all__ = ["ERROR_KINDS", "MAX_COST_SECS", "MAX_GFLOPS", "MIN_COST_SECS", "MeasureResult", "check_gflops", "max_gflops"]
 
 #: Why a config produced no time. ``invalid``: rejected by the space's postprocs (e.g. GPU
 #: thread limits) before building; ``build_error``: TVM failed to compile it; ``run_error``:
@@ -23,6 +23,9 @@ ERROR_KINDS = ("invalid", "build_error", "run_error", "wrong_result", "timeout",
 #: (a call through TVM's packed-function ABI alone takes longer; the fastest call in the
 #: committed datasets, a 256-FLOP conv2d, took 15 ns). A recorded cost below it was not measured.
 MIN_COST_SECS = 5e-9
+#: The most seconds one recorded call can take: one hour (a build or run is killed long before;
+#: the slowest call in the committed datasets took 3.3 s).
+MAX_COST_SECS = 3600.0
 #: Throughput no single device of a target kind reaches, in GFLOP/s: 100 TFLOP/s for a CPU
 #: (``llvm``; the fastest float32 rate of any CPU socket is well below), 10 PFLOP/s for the
 #: rest (``cuda``, ``vta``). A value above it is not a measurement.
@@ -74,10 +77,12 @@ class MeasureResult:
             raise ValueError(f"unknown error kind {self.error!r}; known: {ERROR_KINDS}")
         if self.error is None and not self.costs:
             raise ValueError("a successful MeasureResult needs at least one cost")
+        if self.error is not None and self.costs:
+            raise ValueError(f"a failed MeasureResult ({self.error}) has no costs, got {len(self.costs)}")
         for cost in self.costs:
-            if not _is_number(cost) or cost < MIN_COST_SECS:
+            if not _is_number(cost) or not MIN_COST_SECS <= cost <= MAX_COST_SECS:
                 raise ValueError(f"cost {cost!r} s is not a measured time (want a finite number of seconds "
-                                 f">= {MIN_COST_SECS:g})")
+                                 f"in [{MIN_COST_SECS:g}, {MAX_COST_SECS:g}])")
         if isinstance(self.flops, bool) or not isinstance(self.flops, numbers.Integral) or self.flops < 0:
             raise ValueError(f"flops {self.flops!r} is not a FLOP count (want an int >= 0)")
         for name in ("build_secs", "run_secs"):
