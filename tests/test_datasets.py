@@ -37,9 +37,13 @@ def dataset(records):
     return Dataset.from_records(records, mode="exhaustive")
 
 
-def _rewrite(path: Path, out: Path, meta_edit=None, column_edit=None) -> None:
+def _rewrite(path: Path, out: Path, meta_edit=None, column_edit=None, reseal: bool = False) -> None:
+    """Rewrite a dataset file edited; ``reseal``: with its seal made to match the edited metadata."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from tune_gym.datasets.dataset import SEALED_FIELDS
+    from tune_gym.datasets.parquet_io import seal_of
 
     table = pq.read_table(path)
     meta = json.loads(table.schema.metadata[b"tune_gym"])
@@ -49,6 +53,8 @@ def _rewrite(path: Path, out: Path, meta_edit=None, column_edit=None) -> None:
         name, fn = column_edit
         i = table.column_names.index(name)
         table = table.set_column(i, name, pa.array(fn(table.column(name).to_pylist()), table.schema.field(i).type))
+    if reseal:
+        meta["seal"] = seal_of(meta, SEALED_FIELDS)
     pq.write_table(table.replace_schema_metadata({b"tune_gym": json.dumps(meta).encode()}), out)
 
 
@@ -79,7 +85,7 @@ def test_refuses_another_schema(tmp_path, dataset):
 
 def test_refuses_a_changed_space(tmp_path, dataset):
     path = dataset.save(tmp_path / "dense.parquet")
-    _rewrite(path, tmp_path / "old.parquet", meta_edit=lambda m: m.update(fingerprint="0123456789abcdef"))
+    _rewrite(path, tmp_path / "old.parquet", meta_edit=lambda m: m.update(fingerprint="0123456789abcdef"), reseal=True)
     with pytest.raises(DatasetError, match=r"fingerprint 0123456789abcdef.*the space changed.*tune-gym collect"):
         load_dataset(tmp_path / "old.parquet")
 

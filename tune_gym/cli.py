@@ -5,6 +5,7 @@
     tune-gym best LOG [--export DIR]
     tune-gym datasets [--markdown]                              the dataset catalog
     tune-gym dataset show|verify FILE [--fidelity]              one dataset's summary / full check
+    tune-gym dataset seal FILE...                               seal datasets one trusts (rows unchanged)
     tune-gym dataset convert IN OUT [--task T --preset P]       records (.jsonl) <-> dataset (.parquet)
     tune-gym collect TASK --plan exhaustive|random:N|explore:N  (from the agents package)
     tune-gym agents                                             (from the agents package)
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -68,18 +70,56 @@ def cmd_space(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Option values read as Python's literals (JSON spells them ``true``, ``false``, ``null``).
+_LITERALS: dict[str, Any] = {"True": True, "False": False, "None": None}
+#: Option values read as floats (JSON has only ``NaN``, ``Infinity`` and ``-Infinity``).
+_SPECIAL_FLOATS = {"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+
+
 def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``["a=1", "b-c=x"]`` -> ``{"a": 1, "b_c": "x"}`` (values parsed as JSON when they are)."""
+    """``["a=1", "b-c=x"]`` -> ``{"a": 1, "b_c": "x"}``: ``KEY=VALUE`` pairs (``-`` in a key
+    reads as ``_``) as the keyword options of an agent or a backend, which check them.
+
+    A value is an int, a float, a bool, ``None``, a list or a dict when it is written as JSON
+    (``3``, ``0.5``, ``true``, ``null``, ``[20, 20]``, ``{"micro_batch": 10}``), as Python's
+    ``True``, ``False`` or ``None``, or as ``nan`` / ``inf`` / ``-inf``; any other value is text.
+
+    Raises:
+        TuneGymError: a pair without ``=`` or with an empty key, a key given twice, or a value
+            that starts as a JSON list, dict or string (``[``, ``{``, ``"``) but does not parse.
+    """
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
             raise TuneGymError(f"option {pair!r} must be KEY=VALUE")
-        try:
-            out[key.replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.replace("-", "_")] = value
+        if key in out:
+            raise TuneGymError(f"option {key!r} is given twice")
+        out[key] = _option_value(key, value)
     return out
+
+
+def _option_value(key: str, text: str) -> Any:
+    """The value of one ``KEY=VALUE`` option (see :func:`parse_options`)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        if text.strip()[:1] in ("[", "{", '"'):
+            raise TuneGymError(f"option {key!r}: {text!r} is not valid JSON ({err.msg} at character "
+                               f"{err.pos})") from None
+    if text.strip() in _LITERALS:
+        return _LITERALS[text.strip()]
+    if text.strip().lower() in _SPECIAL_FLOATS:
+        return float(text)
+    return text
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's message on one line (without the note ``gymnasium.make`` appends to an
+    env constructor's error: the env's whole keyword arguments)."""
+    text = str(err).split(" was raised from the environment creator for ")[0]
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip()) or type(err).__name__
 
 
 def cmd_best(args: argparse.Namespace) -> int:
@@ -100,15 +140,25 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn(command: str, caught: list[warnings.WarningMessage]) -> None:
+    """Print caught warnings (a catalog's skipped files) one line each on stderr."""
+    for w in caught:
+        print(f"tune-gym {command}: warning: {w.message}", file=sys.stderr)
+
+
 def cmd_datasets(args: argparse.Namespace) -> int:
     from tune_gym.datasets.catalog import catalog, data_dirs
 
-    entries = catalog()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        entries = catalog()
+        text = inventory_markdown(entries) if args.markdown and entries else ""
+    _warn("datasets", caught)
     if not entries:
         print(f"no datasets in {', '.join(map(str, data_dirs()))}")
         return 0
     if args.markdown:
-        print(inventory_markdown(entries))
+        print(text)
         return 0
     for e in entries:
         kind = "exhaustive" if e.exhaustive else f"{e.rows / max(e.space_size, 1):.2g} of the space"
@@ -125,7 +175,7 @@ def inventory_markdown(entries: list[Any]) -> str:
     reference, host, dates, measuring hours), then how each was collected (commands, wall time)."""
     import time
 
-    from tune_gym.datasets import load_dataset
+    from tune_gym.datasets import DatasetError, load_dataset
 
     lines = ["# Datasets", "",
              "Live measurements, one Parquet file per task and space preset (see the README's Datasets section).",
@@ -135,7 +185,11 @@ def inventory_markdown(entries: list[Any]) -> str:
              "dates (UTC) | measuring hours |", "|" + "---|" * 11]
     howto = ["", "## How each was collected", ""]
     for e in entries:
-        ds = load_dataset(e.path)
+        try:
+            ds = load_dataset(e.path)
+        except DatasetError as err:
+            warnings.warn(f"inventory: skipped: {err}", UserWarning, stacklevel=2)
+            continue
         s = ds.summary()
         modes = ", ".join(f"{m} {n}" for m, n in s["modes"].items())
         hosts = ", ".join(f"`{h}` ({cpu})" for h, cpu in s["hosts"].items())
@@ -163,6 +217,8 @@ def inventory_markdown(entries: list[Any]) -> str:
 def cmd_dataset(args: argparse.Namespace) -> int:
     from tune_gym.datasets import Dataset, load_dataset
 
+    if args.action == "seal":
+        return _seal(args.files)
     if args.action == "convert":
         if args.input.suffix == ".jsonl" and args.output.suffix == ".parquet":
             from tune_gym.records import load_records
@@ -189,8 +245,26 @@ def cmd_dataset(args: argparse.Namespace) -> int:
         out["surrogate_fidelity"] = SurrogateBackend(ds).report(ds.task, ds.preset)
     print(json.dumps(out, indent=2))
     if args.action == "verify":
-        print(f"{args.file}: schema, space fingerprint and checksum OK")
+        print(f"{args.file}: schema, seal, space fingerprint, values and checksum OK")
     return 0
+
+
+def _seal(files: list[Path]) -> int:
+    """``tune-gym dataset seal``: seal each file that passes every other check; report the rest."""
+    from tune_gym.datasets import DatasetError, seal_dataset
+
+    failed = 0
+    for path in files:
+        try:
+            seal = seal_dataset(path)
+        except DatasetError as err:
+            failed += 1
+            print(f"tune-gym dataset seal: not sealed: {err}", file=sys.stderr)
+            continue
+        print(f"{path}: sealed ({seal[:16]}...)")
+    if failed:
+        print(f"tune-gym dataset seal: {failed} of {len(files)} file(s) not sealed", file=sys.stderr)
+    return 2 if failed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -224,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--fidelity", action="store_true",
                        help="also fit the surrogate on it and print its held-out fidelity report")
         q.set_defaults(fn=cmd_dataset)
+    q = dsub.add_parser("seal", help="seal .parquet datasets one trusts: their rows must match their checksum and "
+                                     "pass every check; the seal then covers the metadata too")
+    q.add_argument("files", type=Path, nargs="+")
+    q.set_defaults(fn=cmd_dataset)
     q = dsub.add_parser("convert", help="records (.jsonl) -> dataset (.parquet), or back")
     q.add_argument("input", type=Path)
     q.add_argument("output", type=Path)
@@ -240,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
-    except (TuneGymError, ValueError, FileNotFoundError) as err:
-        print(f"tune-gym {args.command}: error: {err}", file=sys.stderr)
+    except (TuneGymError, ValueError, FileNotFoundError) as err:  # bad input: one line, no traceback
+        print(f"tune-gym {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 2
 
 

@@ -350,6 +350,12 @@ class KnobSpace:
         return self._active_mask
 
     @property
+    def postprocs(self) -> tuple[Any, ...]:
+        """The target's MetaSchedule postprocs that :meth:`apply` runs, in order (none for a
+        space that is not a MetaSchedule space)."""
+        return tuple(getattr(self, "_postprocs", ()))
+
+    @property
     def sketch_sizes(self) -> tuple[int, ...]:
         """Number of distinct configs of each sketch (they sum to :attr:`size`); flat
         indices of sketch ``s`` start at ``sum(sketch_sizes[:s])``."""

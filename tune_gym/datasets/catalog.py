@@ -2,7 +2,10 @@
 
 Datasets are found in :func:`data_dirs`: the directories listed in ``TUNE_GYM_DATA``
 (``os.pathsep``-separated), then the repository's ``benchmarks/datasets``. Reading the
-catalog opens only the Parquet footers (task, preset, rows, host), not the rows.
+catalog opens only the Parquet footers (task, preset, rows, host), not the rows; each footer
+is checked (:func:`tune_gym.datasets.dataset.read_footer`: its fields and its seal). A file
+that is not a sound dataset (not Parquet, no footer, edited metadata, unsealed) is left out
+with a warning naming it and why (:class:`CatalogWarning`); the other files are listed.
 
 Datasets of a simulated target live in a subfolder named after its kind
 (:data:`TARGET_SUBDIRS`: ``benchmarks/datasets/vta/``). :func:`catalog` lists only the top
@@ -17,21 +20,26 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tune_gym.datasets.dataset import _META_KEY, DatasetError, _pa
+from tune_gym.datasets.dataset import DatasetError, read_footer
 from tune_gym.tasks.task import Task
 
-__all__ = ["TARGET_SUBDIRS", "CatalogEntry", "catalog", "data_dirs", "find_dataset", "task_data_dirs"]
+__all__ = ["TARGET_SUBDIRS", "CatalogEntry", "CatalogWarning", "catalog", "data_dirs", "find_dataset", "read_entry",
+           "task_data_dirs"]
 
 _REPO_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
 #: Target kind -> the subfolder of each data directory that holds its datasets (simulated
 #: targets, kept out of :func:`catalog`'s default listing).
 TARGET_SUBDIRS = {"vta": "vta"}
+
+
+class CatalogWarning(UserWarning):
+    """A file in a data directory that the catalog leaves out (the message names it and why)."""
 
 
 @dataclass(frozen=True)
@@ -67,26 +75,28 @@ def task_data_dirs(task: Task | str) -> list[Path]:
 
 
 def read_entry(path: str | os.PathLike[str]) -> CatalogEntry:
-    """The catalog entry of one Parquet dataset (reads only its footer)."""
-    _, pq = _pa()
+    """The catalog entry of one Parquet dataset (reads only its footer, checked and sealed).
+
+    Raises:
+        DatasetError: naming the file and what is wrong (:func:`~tune_gym.datasets.dataset.read_footer`).
+    """
     path = Path(path)
-    try:
-        raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
-    except Exception as err:
-        raise DatasetError(f"dataset {path} is not a readable Parquet file ({err})") from None
-    if raw is None:
-        raise DatasetError(f"dataset {path} has no tune_gym metadata: not a tune_gym dataset")
-    meta = json.loads(raw)
-    return CatalogEntry(path, meta["task"], meta["preset"], int(meta["rows"]), int(meta.get("space_size", 0)),
-                        tuple(sorted(meta.get("hosts", {}))), meta)
+    meta = read_footer(path)
+    return CatalogEntry(path, meta["task"], meta["preset"], int(meta["rows"]), int(meta["space_size"]),
+                        tuple(sorted(meta["hosts"])), meta)
 
 
 def catalog(dirs: list[Path] | None = None) -> list[CatalogEntry]:
-    """Every dataset in ``dirs`` (default :func:`data_dirs`), sorted by path."""
+    """Every dataset in ``dirs`` (default :func:`data_dirs`), sorted by path; a file that is
+    not a sound dataset is left out with a :class:`CatalogWarning` naming it and why."""
     out: list[CatalogEntry] = []
     for d in dirs if dirs is not None else data_dirs():
         if d.is_dir():
-            out.extend(read_entry(p) for p in sorted(d.glob("*.parquet")))
+            for p in sorted(d.glob("*.parquet")):
+                try:
+                    out.append(read_entry(p))
+                except DatasetError as err:
+                    warnings.warn(f"catalog: skipped: {err}", CatalogWarning, stacklevel=2)
     return out
 
 

@@ -3,7 +3,9 @@
 Given data (paths to ``.parquet`` datasets or ``.jsonl`` record files, :class:`Dataset`
 objects, tuning records, or a list of these) it serves exactly that; given ``None`` it finds
 each task's dataset in the catalog (:mod:`tune_gym.datasets.catalog`) the first time the task
-is asked for, checked against the task's space today.
+is asked for, checked against the task's space today. A reference read from a catalog footer
+is checked as :func:`~tune_gym.datasets.load_dataset` checks it (sealed, within the target's
+bounds).
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ class DataSource:
                 else:
                     self._add(load_dataset(path))
         for task, preset in dict.fromkeys((r.task, r.preset) for r in records):
-            self._add(Dataset.from_records(records, task=task, preset=preset))
+            ds = Dataset.from_records(records, task=task, preset=preset)
+            ds.check(f"{who} records of {task} (preset {preset})")
+            self._add(ds)
 
     def _add(self, ds: Any) -> None:
         self.loaded.setdefault((ds.task.uri, ds.preset), []).append(ds)
@@ -96,9 +100,21 @@ class DataSource:
                 if entry.task == task.uri and refs:
                     host = next((h for h in entry.hosts if h in refs), next(iter(refs)))
                     found.append((entry.preset != preset, -entry.rows, str(entry.path),
-                                  Reference.from_json(refs[host])))
+                                  _checked_reference(refs[host], task, entry.path)))
         return min(found, key=lambda f: f[:3])[3] if found else None
 
     def describe(self) -> str:
         """The loaded sources for error messages."""
         return ", ".join(self.sources) or "(in-memory)"
+
+
+def _checked_reference(ref: Any, task: Task, path: Path) -> Reference:
+    """A catalog footer's reference, checked for the task's target (DatasetError naming the file)."""
+    from tune_gym.datasets import DatasetError
+
+    try:
+        out = Reference.from_json(ref)
+        out.check(task.target.kind)
+    except ValueError as err:
+        raise DatasetError(f"dataset {path}: its reference: {err}") from None
+    return out

@@ -25,12 +25,18 @@ A label file is one Parquet file per (task, preset), one row per labelled config
 =============  ================================================================================
 
 The schema metadata (key ``tune_gym_validity``, JSON) holds the layout version, the task URI,
-preset, the space fingerprint (:func:`tune_gym.datasets.dataset.space_fingerprint`), size and
-knob names, the row count, a SHA-256 checksum of the rows, and ``meta``: how the labels were
-made (command, seed, sampling, date, TVM version, the target with its limits, host, seconds).
-:func:`load_validity` refuses a file without that key, of another layout version, whose rows
-do not match the checksum, or whose space's fingerprint has changed since (the indices would
-name other schedules; collect it again).
+preset, the space fingerprint (:func:`tune_gym.datasets.dataset.space_fingerprint`) and size,
+the row count, the count of valid rows, a SHA-256 checksum of the rows (the same canonical
+checksum as a measurement dataset's, :func:`tune_gym.datasets.parquet_io.rows_checksum`), and
+``meta``: how the labels were made (command, seed, sampling, date, TVM version, the target
+with its limits, knob names, host, seconds). :func:`load_validity` refuses, with a one-line
+message naming the file: a file without that key or whose key is not a JSON object, of
+another layout version, lacking a column, whose rows do not match the checksum, whose space's
+fingerprint has changed since (the indices would name other schedules; collect it again), a
+config index beyond its knob's choices, or a space size, row count or valid count in the
+metadata that is not that of the space and rows. Those counts are checked against the space
+and rows rather than sealed: the other metadata describes how the labels were made and
+changes no number.
 
 Why ``VerifyGPUCode`` rejects (its checks, in order; :func:`diagnose_gpu` replays them):
 
@@ -52,8 +58,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import shlex
@@ -67,7 +71,9 @@ from typing import Any
 
 import numpy as np
 
+from tune_gym.datasets import parquet_io
 from tune_gym.datasets.dataset import DatasetError, space_fingerprint
+from tune_gym.errors import TuneGymError
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -355,7 +361,7 @@ def diagnose_gpu(space: KnobSpace, config: Config) -> tuple[str, str]:
 
         tv = tvm()
         sch = space.to_schedule(config)
-        postprocs = list(getattr(space, "_postprocs", []))
+        postprocs = list(space.postprocs)
         names = [type(p).__name__ for p in postprocs]
         if _VERIFY not in names:
             return "unknown", "the space has no VerifyGPUCode postproc"
@@ -453,17 +459,13 @@ def collect_validity(task: Task | str, preset: str, n: int, seed: int, progress:
 
 
 # ---------------------------------------------------------------------------------- Parquet
-def _pa() -> Any:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as err:  # pragma: no cover - a declared dependency
-        raise ValidityError("label files need pyarrow: pip install pyarrow") from err
-    return pa, pq
+#: The columns of a label file, in file order.
+COLUMNS = ("config", "valid", "reason", "message")
+_WHAT = "validity label file"
 
 
 def _table(labels: ValidityLabels) -> Any:
-    pa, _ = _pa()
+    pa, _ = parquet_io.arrow(ValidityError)
     return pa.table({
         "config": pa.array(labels.configs.tolist(), pa.list_(pa.int32())),
         "valid": pa.array(labels.valid.tolist(), pa.bool_()),
@@ -472,60 +474,30 @@ def _table(labels: ValidityLabels) -> Any:
     })
 
 
-def _checksum(table: Any) -> str:
-    """SHA-256 of the rows: each column's name and values (JSON), in column order."""
-    h = hashlib.sha256()
-    for name in table.column_names:
-        h.update(name.encode())
-        h.update(json.dumps(table.column(name).to_pylist()).encode())
-    return h.hexdigest()
-
-
 def save_validity(labels: ValidityLabels, path: str | os.PathLike[str]) -> Path:
     """Write labels to ``path`` (Parquet, zstd), atomically (a temp file, then rename).
 
     Returns:
         The path written.
     """
-    _, pq = _pa()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = _table(labels)
     header = {
         "schema": VALIDITY_SCHEMA, "task": labels.task, "preset": labels.preset,
         "space_fingerprint": labels.space_fingerprint, "space_size": int(labels.space_size),
-        "rows": len(labels), "valid": labels.n_valid, "checksum": _checksum(table),
+        "rows": len(labels), "valid": labels.n_valid, "checksum": parquet_io.rows_checksum(table),
         "meta": labels.meta,
     }
-    table = table.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd", compression_level=9)
-    os.replace(tmp, path)
+    path = parquet_io.write_table(table, META_KEY, header, path, ValidityError)
     labels.source = str(path)
     return path
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The metadata of a label file (reads only its footer); raises ValidityError naming it."""
-    _, pq = _pa()
-    path = Path(path)
-    if not path.exists():
-        raise ValidityError(f"validity label file {path} does not exist")
-    try:
-        raw = (pq.read_schema(path).metadata or {}).get(META_KEY)
-    except Exception as err:
-        raise ValidityError(f"validity label file {path} is not a readable Parquet file ({err})") from None
-    if raw is None:
-        raise ValidityError(f"{path} has no {META_KEY.decode()!r} metadata: not a validity label file (a measurement "
-                            "dataset is read with tune_gym.datasets.load_dataset)")
-    try:
-        header = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise ValidityError(f"{path}: its {META_KEY.decode()!r} metadata is not JSON ({err})") from None
-    if not isinstance(header, dict) or header.get("schema") != VALIDITY_SCHEMA:
-        version = header.get("schema") if isinstance(header, dict) else None
-        raise ValidityError(f"validity label file {path} has layout version {version!r}; this tune_gym reads version "
-                            f"{VALIDITY_SCHEMA}. Collect it again with scripts/cuda_validity.py")
+    header = parquet_io.read_footer(path, META_KEY, _WHAT, ValidityError,
+                                    other=" (a measurement dataset is read with tune_gym.datasets.load_dataset)")
+    parquet_io.check_schema(header, VALIDITY_SCHEMA, path, _WHAT, ValidityError,
+                            "Collect it again with scripts/cuda_validity.py")
     return header
 
 
@@ -540,29 +512,26 @@ def load_validity(path: str | os.PathLike[str], space: KnobSpace | None = None, 
 
     Raises:
         ValidityError: naming the file: missing or unreadable, no ``tune_gym_validity``
-            metadata, another layout version, rows that do not match the checksum, or a
-            space whose fingerprint changed (collect the labels again).
+            metadata, another layout version, a missing column, rows that do not match the
+            checksum, a space whose fingerprint changed (collect the labels again), a config
+            out of its space, or counts in the metadata that are not the rows'.
     """
-    _, pq = _pa()
     path = Path(path)
     header = read_header(path)
-    try:
-        table = pq.read_table(path)
-    except Exception as err:
-        raise ValidityError(f"validity label file {path} is not a readable Parquet file ({err})") from None
-    missing = {"config", "valid", "reason", "message"} - set(table.column_names)
-    if missing:
-        raise ValidityError(f"validity label file {path} lacks the columns {sorted(missing)}")
+    table = parquet_io.read_rows(path, COLUMNS, _WHAT, ValidityError)
     task, preset = header.get("task"), header.get("preset")
     if not isinstance(task, str) or not isinstance(preset, str):
         raise ValidityError(f"validity label file {path}: its metadata names no task and preset")
     redo = (f"collect it again: python scripts/cuda_validity.py --tasks '{task}' --presets {preset} "
             f"--out {path.parent}")
-    if verify and _checksum(table.replace_schema_metadata(None)) != header.get("checksum"):
+    if verify and parquet_io.rows_checksum(table) != header.get("checksum"):
         raise ValidityError(f"validity label file {path}: checksum mismatch: its rows are not the rows it was written "
                             f"with (the file was edited or corrupted). Restore it, or {redo}")
     if space is None:
-        space = KnobSpace.for_task(Task.from_uri(task), preset)
+        try:
+            space = KnobSpace.for_task(Task.from_uri(task), preset)
+        except TuneGymError as err:
+            raise ValidityError(f"validity label file {path}: its task: {err}") from None
     if (space.task.uri, space.preset) != (task, preset):
         raise ValidityError(f"validity label file {path} holds {task} (preset {preset}), not {space.task.uri} "
                             f"(preset {space.preset})")
@@ -573,19 +542,42 @@ def load_validity(path: str | os.PathLike[str], space: KnobSpace | None = None, 
             f"({header.get('space_size')} configs); the space of {task} (preset {preset}) is now {current} "
             f"({space.size} configs, knobs {', '.join(space.names)}): its indices now mean other schedules "
             f"(another TVM or space code). Recollect the labels: {redo}")
-    n = table.num_rows
-    flat = table.column("config").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    if len(flat) != n * space.n_knobs:
-        raise ValidityError(f"validity label file {path}: configs of {len(flat) / max(n, 1):g} knobs, the space has "
-                            f"{space.n_knobs}")
-    meta = dict(header.get("meta", {}))
+    configs = parquet_io.config_array(table, space.dims, space.names, f"{_WHAT} {path}", ValidityError)
+    valid, reason, message = _label_columns(table, path)
+    _check_counts(header, space, valid, path)
+    meta = header.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ValidityError(f"validity label file {path}: its metadata's meta is a JSON {type(meta).__name__}, "
+                            "not an object")
     return ValidityLabels(
-        task=task, preset=preset, space_fingerprint=header["space_fingerprint"],
-        space_size=int(header["space_size"]), configs=flat.astype(np.int64).reshape(n, space.n_knobs),
-        valid=np.asarray(table.column("valid").to_pylist(), dtype=bool),
-        reason=table.column("reason").to_pylist(), message=table.column("message").to_pylist(),
-        meta=meta, source=str(path),
+        task=task, preset=preset, space_fingerprint=current, space_size=space.size,
+        configs=configs.astype(np.int64), valid=valid, reason=reason, message=message, meta=dict(meta),
+        source=str(path),
     )
+
+
+def _label_columns(table: Any, path: Path) -> tuple[np.ndarray, list[str], list[str]]:
+    """The ``valid``, ``reason`` and ``message`` columns, their types and values checked."""
+    pa, _ = parquet_io.arrow(ValidityError)
+    for name, is_type, want in (("valid", pa.types.is_boolean, "booleans"), ("reason", pa.types.is_string, "strings"),
+                                ("message", pa.types.is_string, "strings")):
+        col = table.column(name)
+        if not is_type(col.type):
+            raise ValidityError(f"validity label file {path}: column {name} holds {col.type}, not {want}")
+        if col.null_count:
+            row = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+            raise ValidityError(f"validity label file {path}: row {row}: {name} is missing")
+    valid = np.asarray(table.column("valid").to_numpy(zero_copy_only=False), dtype=bool)
+    return valid, table.column("reason").to_pylist(), table.column("message").to_pylist()
+
+
+def _check_counts(header: dict[str, Any], space: KnobSpace, valid: np.ndarray, path: Path) -> None:
+    """The metadata's space size, row count and valid count against the space and rows."""
+    for name, want in (("space_size", space.size), ("rows", len(valid)), ("valid", int(valid.sum()))):
+        got = header.get(name)
+        if got != want or isinstance(got, bool):
+            raise ValidityError(f"validity label file {path}: its metadata says {name} {str(got)[:40]}, but it is "
+                                f"{want}")
 
 
 # ---------------------------------------------------------------------------------- summary
