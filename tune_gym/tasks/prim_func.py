@@ -14,12 +14,25 @@ alone identifies it, and a URI with another name for a known digest is accepted)
 is that of op URIs (:mod:`tune_gym.tasks.targets`); ``weights`` is ``given`` only (see below).
 
 Where the function comes from: :func:`register` (what network import calls) keeps it in this
-process and writes ``<digest>.json`` (name, digest, TVMScript) to the user store
-(:func:`store_dirs`), so worker processes and later sessions resolve the URI; lookups search
-``TUNE_GYM_TIR`` (``os.pathsep``-separated directories), then the repository's committed kernels
-(``benchmarks/networks/tir/``), then the user store (``$XDG_CACHE_HOME/tune_gym/tir``, by default
-``~/.cache/tune_gym/tir``). An unknown digest is a :class:`~tune_gym.errors.TaskError` that names
-the directories searched.
+process and writes ``<digest>.json`` to the user store (:func:`store_dirs`), so worker processes
+and later sessions resolve the URI; lookups search ``TUNE_GYM_TIR`` (``os.pathsep``-separated
+directories), then the repository's committed kernels (``benchmarks/networks/tir/``), then the
+user store (``$XDG_CACHE_HOME/tune_gym/tir``, by default ``~/.cache/tune_gym/tir``); the first
+file of the digest that :func:`read_kernel` accepts is used (a refused one is skipped, and is
+the error when no store has an accepted one). An unknown digest is a
+:class:`~tune_gym.errors.TaskError` that names the directories searched.
+
+A store file is ``{"name", "digest", "format", "module"}`` (:data:`FORMAT`): ``module`` is the
+IRModule as TVM's JSON object graph (``tvm.ir.save_json``, source locations dropped),
+zlib-compressed and base64-encoded (about a seventh of the graph's size, 1.2 times the module's
+TVMScript). Reading one runs no code: TVMScript is never parsed (parsing it runs Python), the
+graph is checked before TVM decodes it (:mod:`tune_gym.tasks._tir_json`: types, fields,
+references, depth, no operator that calls code by name), and the decoded module must be one
+PrimFunc named ``main`` whose printed TVMScript hashes to the file's name and ``digest`` field
+(:func:`read_kernel`). So a store cannot pass another kernel off as a digest's: it may hold other
+valid kernels only under their own digests, which only URIs naming those digests use. Files in
+the older TVMScript form are refused with the command that converts a trusted directory
+(``scripts/convert_tir_store.py``); :func:`register` replaces a refused file in the user store.
 
 What such a task offers: its IRModule (:meth:`PrimFuncTask.ir_module`, so a KnobSpace is built
 from it like from any task), its arguments' shapes and dtypes (the last argument is the output,
@@ -39,21 +52,26 @@ network is then compiled with the packing folded into its constants.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import hashlib
 import json
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tune_gym.errors import TaskError
 from tune_gym.tasks._checks import fields, show
+from tune_gym.tasks._tir_json import GraphError, check_graph, strip_spans
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_uri_scheme
 
-__all__ = ["REPO_STORE", "PrimFuncTask", "digest_of", "lookup", "register", "save", "store_dirs"]
+__all__ = ["FORMAT", "REPO_STORE", "PrimFuncTask", "digest_of", "lookup", "read_kernel", "register", "save",
+           "store_dirs", "write_kernel"]
 
 _URI = re.compile(r"tir://(?P<name>[A-Za-z0-9_.]{1,200})/(?P<digest>[0-9a-f]{16})(?:\?(?P<query>.*))?",
                   re.ASCII | re.DOTALL)
@@ -61,7 +79,14 @@ REPO_STORE = Path(__file__).resolve().parents[2] / "benchmarks" / "networks" / "
 #: :attr:`PrimFuncTask.op` of every PrimFunc task.
 OP = "prim_func"
 
-_registered: dict[str, tuple[str, str]] = {}  # digest -> (name, TVMScript)
+#: The ``format`` of a store file: TVM's JSON object graph, zlib-compressed, base64-encoded.
+FORMAT = "tvm-json-graph+zlib+base64"
+_NAME = re.compile(r"[A-Za-z0-9_.]{1,200}", re.ASCII)
+_MAX_FILE = 16 << 20  # bytes of a store file
+_MAX_GRAPH = 64 << 20  # bytes of its decompressed graph
+_CONVERT = "scripts/convert_tir_store.py"
+
+_registered: dict[str, tuple[str, Any]] = {}  # digest -> (name, IRModule)
 
 
 def store_dirs() -> list[Path]:
@@ -91,76 +116,221 @@ def _canonical(func_or_mod: Any) -> Any:
 
 def digest_of(func_or_mod: Any) -> str:
     """The 16-hex-digit content digest of a PrimFunc (or a one-PrimFunc IRModule)."""
-    return hashlib.sha256(_canonical(func_or_mod).script().encode()).hexdigest()[:16]
+    return _script_digest(_canonical(func_or_mod))
+
+
+def _script_digest(mod: Any) -> str:
+    return hashlib.sha256(mod.script().encode()).hexdigest()[:16]
 
 
 def register(func_or_mod: Any, name: str, target: str | TargetSpec = "llvm", write: bool = True) -> PrimFuncTask:
     """The task of a PrimFunc on ``target``; the function is kept in this process and, with
-    ``write``, saved to the user store (:func:`store_dirs`) unless a store already has it."""
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.]{1,200}", name, re.ASCII):
+    ``write``, saved to the user store (:func:`store_dirs`) unless a store already has a file of
+    it that :func:`read_kernel` accepts (a refused one there, e.g. in the old form, is replaced)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise TaskError(f"PrimFunc task name {show(name)}: want 1-200 characters of A-Z a-z 0-9 _ .")
     mod = _canonical(func_or_mod)
-    script = mod.script()
-    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
-    _registered.setdefault(digest, (name, script))
-    if write and _find_file(digest) is None:
-        store = store_dirs()[-1]
-        store.mkdir(parents=True, exist_ok=True)
-        tmp = store / f".{digest}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"name": name, "digest": digest, "script": script}) + "\n")
-        tmp.replace(store / f"{digest}.json")
+    digest = _script_digest(mod)
+    _registered.setdefault(digest, (name, mod))
+    if write and _search(digest)[0] is None:  # none, or only refused files (e.g. the old form): write it
+        write_kernel(store_dirs()[-1], name, mod)
     return PrimFuncTask(name=name, digest=digest, target=TargetSpec.coerce(target))
 
 
 def save(task: PrimFuncTask, directory: str | os.PathLike[str]) -> Path:
     """Write the task's kernel as ``<digest>.json`` in ``directory`` (e.g. the repository's
     store, so that records of it resolve on a fresh clone); returns the path."""
-    name, script = lookup(task.digest)
-    path = Path(directory) / f"{task.digest}.json"
+    name, mod = lookup(task.digest)
+    return write_kernel(directory, name, mod)
+
+
+def write_kernel(directory: str | os.PathLike[str], name: str, func_or_mod: Any) -> Path:
+    """Write a kernel as ``<digest>.json`` in ``directory`` (atomically, in :data:`FORMAT`, read
+    back through :func:`read_kernel`'s checks first); returns the path."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise TaskError(f"PrimFunc task name {show(name)}: want 1-200 characters of A-Z a-z 0-9 _ .")
+    mod = _canonical(func_or_mod)
+    digest = _script_digest(mod)
+    doc = {"name": name, "digest": digest, "format": FORMAT, "module": _encode(mod)}
+    data = (json.dumps(doc) + "\n").encode()
+    path = Path(directory) / f"{digest}.json"
+    try:
+        _parse_kernel(data, digest)
+    except (GraphError, TaskError) as err:
+        raise TaskError(f"PrimFunc {name} ({digest}) cannot be stored: {err}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"name": name, "digest": task.digest, "script": script}) + "\n")
+    tmp = path.parent / f".{digest}.{os.getpid()}.tmp"
+    tmp.write_bytes(data)
+    tmp.replace(path)
     return path
 
 
-def _find_file(digest: str) -> Path | None:
-    for d in store_dirs():
-        path = d / f"{digest}.json"
-        if path.is_file():
-            return path
-    return None
+def _encode(mod: Any) -> str:
+    """The module's JSON graph without source locations, zlib-compressed, base64 (ASCII)."""
+    from tvm_ffi.serialization import from_json_graph_str
+
+    from tune_gym._tvm import tvm
+
+    tv = tvm()
+    graph = strip_spans(json.loads(tv.ir.save_json(mod)))
+    text = tv.ir.save_json(from_json_graph_str(json.dumps(graph)))  # saving again drops unused nodes
+    return base64.b64encode(zlib.compress(text.encode(), 9)).decode("ascii")
 
 
-def lookup(digest: str) -> tuple[str, str]:
-    """``(name, TVMScript)`` of a known kernel.
+def read_kernel(path: str | os.PathLike[str]) -> tuple[str, Any]:
+    """``(name, IRModule)`` of the store file ``path``, whose name must be ``<digest>.json``.
 
     Raises:
-        TaskError: no process registration and no store file has it.
+        TaskError: the file is unreadable, not a store file, in the old TVMScript form, or its
+            module is not one PrimFunc named ``main`` whose TVMScript hashes to the digest; the
+            one-line message names the file.
+    """
+    path = Path(path)
+    if not re.fullmatch(r"[0-9a-f]{16}\.json", path.name):
+        raise TaskError(f"{path}: a PrimFunc task file is named <16 lowercase hex digits>.json")
+    try:
+        with path.open("rb") as f:
+            data = f.read(_MAX_FILE + 1)
+    except OSError as err:
+        raise TaskError(f"{path}: cannot read the PrimFunc task file ({err.strerror or err})") from None
+    try:
+        return _parse_kernel(data, path.stem)
+    except _OldForm:
+        raise TaskError(f"{path}: a kernel in the old TVMScript form, which is not loaded (parsing TVMScript runs "
+                        f"Python); if this directory is trusted, convert it: python {_CONVERT} {path.parent}") \
+            from None
+    except GraphError as err:
+        raise TaskError(f"{path}: not a PrimFunc task file (its module graph: {err})") from None
+    except TaskError as err:
+        raise TaskError(f"{path}: {err}") from None
+
+
+class _OldForm(TaskError):
+    """A store file in the old TVMScript form."""
+
+
+def _parse_kernel(data: bytes, digest: str) -> tuple[str, Any]:
+    """``(name, IRModule)`` of a store file's bytes that must hold kernel ``digest``."""
+    doc = _document(data)
+    mod = _decode(_inflate(doc["module"]))
+    try:
+        actual = _script_digest(mod)
+    except Exception as err:  # TVM's printer raises its own error classes
+        raise GraphError(f"TVM cannot print it: {_first_line(err)}") from None
+    if actual != digest:
+        raise TaskError(f"content does not match the digest: its module hashes to {actual}, not {digest} "
+                        "(a file renamed, edited or written for another kernel)")
+    if doc["digest"] != digest:
+        raise TaskError(f"its \"digest\" field {show(doc['digest'], 40)} is not the file's digest {digest}")
+    return doc["name"], mod
+
+
+def _document(data: bytes) -> dict[str, Any]:
+    """The checked top-level fields of a store file."""
+    if len(data) > _MAX_FILE:
+        raise TaskError(f"not a PrimFunc task file (larger than {_MAX_FILE} bytes)")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as err:
+        raise TaskError(f"not a PrimFunc task file (not JSON: {str(err)[:120]})") from None
+    if isinstance(doc, dict) and "script" in doc and "module" not in doc:
+        raise _OldForm()
+    keys = {"name", "digest", "format", "module"}
+    if not isinstance(doc, dict) or set(doc) != keys:
+        got = sorted(map(str, doc))[:8] if isinstance(doc, dict) else type(doc).__name__
+        raise TaskError(f"not a PrimFunc task file (want the fields {sorted(keys)}, got {got})")
+    if doc["format"] != FORMAT:
+        raise TaskError(f"not a PrimFunc task file (format {show(doc['format'], 60)}, want {FORMAT!r})")
+    if not isinstance(doc["name"], str) or not _NAME.fullmatch(doc["name"]):
+        raise TaskError(f"\"name\" {show(doc['name'], 60)}: want 1-200 characters of A-Z a-z 0-9 _ .")
+    if not isinstance(doc["module"], str):
+        raise TaskError(f"\"module\" is a {type(doc['module']).__name__}, not a base64 string")
+    return doc
+
+
+def _inflate(text: str) -> Any:
+    """The parsed JSON graph of a ``module`` field (base64 of zlib), size-limited."""
+    try:
+        packed = base64.b64decode(text.encode("ascii"), validate=True)
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(packed, _MAX_GRAPH + 1)
+    except (ValueError, binascii.Error, zlib.error) as err:
+        raise TaskError(f"not a PrimFunc task file (\"module\" is not base64 of zlib data: {err})") from None
+    if len(raw) > _MAX_GRAPH:
+        raise TaskError(f"not a PrimFunc task file (\"module\" inflates to more than {_MAX_GRAPH} bytes)")
+    if not inflater.eof or inflater.unused_data:
+        raise TaskError("not a PrimFunc task file (\"module\" is truncated or has data after its end)")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as err:
+        raise TaskError(f"not a PrimFunc task file (\"module\" is not a JSON graph: {str(err)[:120]})") from None
+
+
+def _decode(graph: Any) -> Any:
+    """The IRModule of a checked graph (:func:`check_graph`), if it is one PrimFunc named main."""
+    from tvm_ffi.serialization import from_json_graph_str
+
+    from tune_gym._tvm import tvm
+
+    tv = tvm()
+    text = json.dumps(check_graph(graph))  # what TVM parses is exactly what was checked
+    try:
+        mod = from_json_graph_str(text)
+    except Exception as err:  # TVM's decoder raises its own error classes
+        raise GraphError(f"TVM cannot decode it: {_first_line(err)}") from None
+    funcs = list(mod.functions.items()) if isinstance(mod, tv.IRModule) else []
+    if len(funcs) != 1 or funcs[0][0].name_hint != "main" or not isinstance(funcs[0][1], tv.tirx.PrimFunc):
+        names = [f"{gv.name_hint} ({type(f).__name__})" for gv, f in funcs][:4]
+        raise TaskError(f"its module is not one PrimFunc named main (it has {names})")
+    attrs = funcs[0][1].attrs
+    if attrs is None or "global_symbol" not in attrs or str(attrs["global_symbol"]) != "main":
+        raise TaskError("its PrimFunc's global_symbol is not main")
+    return mod
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[-1][:160] if lines else ''}"
+
+
+def _search(digest: str) -> tuple[tuple[str, Any] | None, list[TaskError]]:
+    """The first store file of ``digest`` that :func:`read_kernel` accepts (in :func:`store_dirs`
+    order), and the refusals of the files before it."""
+    refused: list[TaskError] = []
+    for directory in store_dirs():
+        path = directory / f"{digest}.json"
+        if path.is_file():
+            try:
+                return read_kernel(path), refused
+            except TaskError as err:
+                refused.append(err)
+    return None, refused
+
+
+def lookup(digest: str) -> tuple[str, Any]:
+    """``(name, IRModule)`` of a known kernel: registered in this process, else read from the
+    first store file of it that :func:`read_kernel` accepts.
+
+    Raises:
+        TaskError: no process registration and no store file has it, or every file of it is
+            refused (the message is the first refusal).
     """
     if digest in _registered:
         return _registered[digest]
-    path = _find_file(digest)
-    if path is None:
+    entry, refused = _search(digest)
+    if entry is None and refused:
+        more = f" ({len(refused) - 1} more file(s) of it refused too)" if len(refused) > 1 else ""
+        raise TaskError(f"{refused[0]}{more}")
+    if entry is None:
         raise TaskError(f"unknown PrimFunc {digest}: not registered in this process and no {digest}.json in "
                         f"{', '.join(map(str, store_dirs()))} (import its network again, or add the directory "
                         "that holds it to TUNE_GYM_TIR)")
-    try:
-        doc = json.loads(path.read_text())
-        entry = (str(doc["name"]), str(doc["script"]))
-    except (OSError, ValueError, KeyError) as err:
-        raise TaskError(f"{path}: not a PrimFunc task file ({err})") from None
     _registered[digest] = entry
     return entry
 
 
-@functools.lru_cache(maxsize=512)
 def _module(digest: str) -> Any:
-    from tune_gym._tvm import tvm
-
-    tvm()
-    from tvm.script import from_source
-
-    _, script = lookup(digest)
-    return from_source(script)
+    return lookup(digest)[1]
 
 
 @functools.lru_cache(maxsize=512)
