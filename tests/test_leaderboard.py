@@ -100,8 +100,9 @@ def test_same_seed_same_run(suite_file, tmp_path):
 
 
 def test_validate_catches_a_tampered_number_and_a_swapped_config(suite_file, tmp_path):
+    suite_file.write_text(SUITE.replace("seeds = 4", "seeds = 1"))  # a complete file: every run of its suite
     out = tmp_path / "results.jsonl"
-    run_suite(load_suite(suite_file), out, progress=False, seeds=1)
+    run_suite(load_suite(suite_file), out, progress=False)
     lines = out.read_text().splitlines()
     run = json.loads(lines[1])
     bumped = [math.nextafter(g, math.inf) for g in run["gflops"]]  # another CPU's last bit
@@ -134,7 +135,8 @@ def test_validate_catches_a_tampered_number_and_a_swapped_config(suite_file, tmp
         run["best_gflops"] = max(run["gflops"])
         (tmp_path / "swapped.jsonl").write_text("\n".join([lines[0], json.dumps(run), *lines[2:]]) + "\n")
         report = validate(tmp_path / "swapped.jsonl", rerun=2)
-        assert any("re-run from its seed proposes other configs" in p for p in report.problems), report.problems
+        assert any("is not the agent's: its first batch" in p or "re-run from its seed proposes other configs" in p
+                   for p in report.problems), report.problems
 
 
 def test_a_grown_suite_keeps_its_runs_and_another_suite_is_refused(suite_file, tmp_path):

@@ -42,16 +42,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from benchmarks.leaderboard.runner import run_suite
     from benchmarks.leaderboard.suite import load_suite
 
+    seeds = None if args.seeds is None else _seed_count(args.seeds)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs: {args.jobs} is not a number of worker processes (1 or more)")
     suite = load_suite(args.suite)
     out = args.out or _default_results(args.suite)
     agents = args.agents.split(",") if args.agents else None
-    results = run_suite(suite, out, jobs=args.jobs, agents=agents, seeds=args.seeds, ray_address=args.ray,
+    results = run_suite(suite, out, jobs=args.jobs, agents=agents, seeds=seeds, ray_address=args.ray,
                         progress=not args.quiet)
     print(f"{len(results.runs)} runs in {out}")
     if not args.no_leaderboard:
         path = write_leaderboard(out, args.leaderboard or _default_leaderboard(out), command=_command())
         print(path.read_text(encoding="utf-8").split("\n## Per task")[0])
     return 0
+
+
+def _seed_count(text: str) -> int:
+    """``--seeds``: a positive int (the first seeds of the suite); ValueError otherwise."""
+    try:
+        seeds = int(text)
+    except ValueError:
+        seeds = 0
+    if seeds < 1 or text.strip() != str(seeds):
+        raise ValueError(f"--seeds: {text!r} is not a number of seeds (an int, 1 or more)")
+    return seeds
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -66,9 +80,13 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from benchmarks.leaderboard.validate import validate
 
+    if args.rerun < 0:
+        raise ValueError(f"--rerun: {args.rerun} is not a number of runs (0 or more)")
     report = validate(args.results, rerun=args.rerun)
     for problem in report.problems:
         print(f"FAIL {problem}")
+    if report.rerun_keys:
+        print(f"re-run from their seeds: {'; '.join(report.rerun_keys)}")
     stale = f" ({report.stale} runs of an earlier version of the suite not checked)" if report.stale else ""
     print(f"{args.results}: {report.checked} runs replayed, {report.rerun} re-run from their seeds{stale}: "
           + ("every number confirmed" if report.ok else f"{len(report.problems)} problems"))
@@ -81,7 +99,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="run a benchmark suite (resumable) and write the leaderboard")
     p.add_argument("--suite", default="quick", help=f"suite name ({', '.join(list_suites())}) or a .toml file")
     p.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
-    p.add_argument("--seeds", type=int, help="number of seeds (default: the suite's)")
+    p.add_argument("--seeds", metavar="N", help="run the first N seeds of the suite (default: all of them)")
     p.add_argument("--agents", help="comma-separated agent ids (default: the suite's)")
     p.add_argument("--out", type=Path, help="results file (default benchmarks/results/leaderboard/SUITE.jsonl)")
     p.add_argument("--ray", metavar="ADDRESS", help="dispatch runs to a Ray cluster ('auto', 'local', ray://...)")
@@ -99,5 +117,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("validate", help="replay a results file and confirm every number")
     p.add_argument("results", type=Path)
-    p.add_argument("--rerun", type=int, default=3, help="runs re-executed from their seeds")
+    p.add_argument("--rerun", type=int, default=3,
+                   help="runs re-executed from their seeds, drawn at random with the file's content as seed "
+                        "(runs its agent ended early are re-run besides)")
     p.set_defaults(fn=cmd_validate)

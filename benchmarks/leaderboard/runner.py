@@ -6,17 +6,25 @@ in order, with its throughput and simulated clock, and the agent's own compute s
 (``propose``/``observe``/``reset``), kept apart from measurement time so a slow agent cannot
 hide behind a simulated clock. An agent that raises :class:`agents.NotApplicable` for a task
 (e.g. a predictor never trained on its op) gives a line with no trials and the reason under
-``not_applicable``, which the leaderboard shows as ``n/a``. A line is appended and fsynced as soon as its run ends, so a
-killed benchmark loses only the runs in flight; started again, it runs only what is missing.
+``not_applicable``, which the leaderboard shows as ``n/a``. A run ends at its budget, when
+every config of the space is a trial, or earlier when the agent proposes nothing more; the
+line says which (``ended``: ``budget``, ``space`` or ``agent``, :func:`run_end`). A line is
+appended and fsynced as soon as its run ends, so a killed benchmark loses only the runs in
+flight; started again, it runs only what is missing.
 
 Runs go to worker processes on this machine (``jobs``) or, with ``ray_address``, to a Ray
-cluster (``ray.init(address=...)``): the same function runs in both.
+cluster (``ray.init(address=...)``): the same function runs in both. A worker process dies
+with the benchmark that started it (Linux: the parent-death signal; elsewhere a thread that
+watches the parent), so a killed benchmark leaves no worker behind.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -27,7 +35,7 @@ from typing import Any
 from benchmarks.leaderboard.results import ResultsFile
 from benchmarks.leaderboard.suite import RunSpec, Suite, base_agent
 
-__all__ = ["run_one", "run_suite"]
+__all__ = ["die_with_parent", "run_end", "run_one", "run_suite"]
 
 
 def _timed(fn: Callable[..., Any], clock: list[float]) -> Callable[..., Any]:
@@ -93,11 +101,21 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             "agent_secs": agent_secs[0], "wall_secs": time.perf_counter() - start,
             "host": _host(), "time": time.time(),
         }
-        if not_applicable is not None:
+        if not_applicable is None:
+            line["ended"] = run_end(len(trials), spec.budget, base.space.size)
+        else:
             line["not_applicable"] = not_applicable
         return line
     finally:
         env.close()
+
+
+def run_end(trials: int, budget: int, space_size: int) -> str:
+    """Why a run of ``trials`` trials ended: ``space`` (every config is a trial; the env's
+    ``terminated``), ``budget`` (its ``truncated``), else ``agent`` (it proposed nothing more)."""
+    if trials >= space_size:
+        return "space"
+    return "budget" if trials >= budget else "agent"
 
 
 def _host() -> str:
@@ -141,6 +159,7 @@ def run_suite(
     if any(t.backend == "live" for t in suite.tasks) and (jobs > 1 or ray_address):
         raise ValueError(f"suite {suite.name} measures live: its runs are timed one at a time on this machine "
                          "(no --jobs > 1, no --ray)")
+    _check_subset(suite, agents, seeds)
     results = ResultsFile.open(out, suite)
     todo = [s for s in suite.runs(agents, seeds) if s.key not in results.done]
     bar = _bar(progress, len(todo), len(results.done), suite.name)
@@ -158,6 +177,16 @@ def run_suite(
     return results
 
 
+def _check_subset(suite: Suite, agents: list[str] | None, seeds: int | None) -> None:
+    """``agents`` and ``seeds`` must pick runs of the suite (others would be no part of its leaderboard)."""
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= suite.seeds):
+        raise ValueError(f"seeds: {seeds!r} is not a number of seeds in 1..{suite.seeds} (suite {suite.name} runs "
+                         f"{suite.seeds}; for more, raise seeds in its file)")
+    if agents is not None and (not agents or (unknown := [a for a in agents if a not in suite.agents])):
+        raise ValueError(f"agents: {agents if not agents else unknown} are not agents of suite {suite.name} "
+                         f"({', '.join(suite.agents)}); to add one, list it in the suite's file")
+
+
 def _finish(results: ResultsFile, bar: Any, line: dict[str, Any]) -> None:
     results.append(line)
     if bar is not None:
@@ -172,7 +201,7 @@ def _run_pool(todo: Iterable[RunSpec], jobs: int, runner: Callable[..., Any], re
 
     # "spawn": TVM's runtime and thread pools do not survive fork.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_init) as pool:
+                             initializer=_worker_init, initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(runner, spec) for spec in todo}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -180,9 +209,43 @@ def _run_pool(todo: Iterable[RunSpec], jobs: int, runner: Callable[..., Any], re
                 _finish(results, bar, fut.result())
 
 
-def _worker_init() -> None:
+def _worker_init(parent: int) -> None:
     # One thread per worker: runs are parallel across processes, and timing-free (replay).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    die_with_parent(parent)
+
+
+#: ``prctl`` option: the signal this process gets when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int, interval: float = 0.5) -> None:
+    """Make this process exit when ``parent`` (the pid that started it) dies.
+
+    On Linux the kernel sends it SIGKILL (``prctl(PR_SET_PDEATHSIG)``); elsewhere a daemon
+    thread checks ``os.getppid()`` every ``interval`` seconds. A parent that died before
+    either was set is seen at once."""
+    if not _parent_death_signal():
+        threading.Thread(target=_watch_parent, args=(parent, interval), name="watch-parent", daemon=True).start()
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _parent_death_signal() -> bool:
+    """Ask the kernel for SIGKILL when the parent dies; False where there is no ``prctl``."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int, interval: float) -> None:
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os._exit(1)  # the parent is gone (this process was adopted): nobody will read a result
 
 
 def _run_ray(todo: list[RunSpec], address: str, runner: Callable[..., Any], results: ResultsFile, bar: Any) -> None:

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SUITE_DIR", "RunSpec", "Suite", "SuiteTask", "base_agent", "list_suites", "load_suite"]
+__all__ = ["SUITE_DIR", "RunSpec", "Suite", "SuiteError", "SuiteTask", "base_agent", "list_suites", "load_suite"]
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "suites"
 _BACKENDS = ("replay", "surrogate", "live")
@@ -93,21 +93,63 @@ class Suite:
 
     def runs(self, agents: list[str] | None = None, seeds: int | None = None) -> list[RunSpec]:
         """Every run, task-major then agent then seed (so early results cover every agent)."""
-        chosen = list(agents or self.agents)
+        chosen = list(self.agents if agents is None else agents)
+        n_seeds = self.seeds if seeds is None else seeds
         return [RunSpec(a, t.id, t.preset, t.backend, s, t.budget, self.batch, self.agent_options.get(a, {}))
-                for t in self.tasks for s in range(seeds or self.seeds) for a in chosen]
+                for t in self.tasks for s in range(n_seeds) for a in chosen]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Suite:
-        """The suite as a results file's header stores it."""
-        return cls(d["name"], d["description"], tuple(d["agents"]), int(d["seeds"]), int(d["batch"]),
-                   tuple(SuiteTask(**t) for t in d["tasks"]), dict(d["agent_options"]))
+    def from_dict(cls, d: Any) -> Suite:
+        """The suite as a results file's header stores it; SuiteError names a missing or bad field."""
+        if not isinstance(d, dict):
+            raise SuiteError(f"a suite is a JSON object, got {type(d).__name__}")
+        if missing := [k for k in _SUITE_FIELDS if k not in d]:
+            raise SuiteError(f"suite lacks {', '.join(missing)}")
+        if unknown := sorted(set(d) - set(_SUITE_FIELDS)):
+            raise SuiteError(f"suite has unknown fields {unknown}")
+        name, agents, options = d["name"], d["agents"], d["agent_options"]
+        if not isinstance(name, str) or not isinstance(d["description"], str):
+            raise SuiteError("suite name and description must be strings")
+        if not isinstance(agents, list) or not agents or not all(isinstance(a, str) and a for a in agents):
+            raise SuiteError(f"suite {name!r}: agents must be a non-empty list of agent ids, got {agents!r}")
+        if len(set(agents)) != len(agents):
+            raise SuiteError(f"suite {name!r}: agents {agents} list an agent twice")
+        seeds, batch = _positive(d["seeds"], f"suite {name!r}: seeds"), _positive(d["batch"], f"suite {name!r}: batch")
+        if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
+            raise SuiteError(f"suite {name!r}: agent_options must map agent ids to option objects")
+        tasks = d["tasks"]
+        if not isinstance(tasks, list) or not tasks:
+            raise SuiteError(f"suite {name!r}: tasks must be a non-empty list")
+        return cls(name, d["description"], tuple(agents), seeds, batch,
+                   tuple(_suite_task(t, f"suite {name!r}: task {i + 1}") for i, t in enumerate(tasks)),
+                   {k: dict(v) for k, v in options.items()})
 
     @property
     def digest(self) -> str:
         """A hash of what the suite runs (results of another digest are another benchmark)."""
         body = {k: v for k, v in asdict(self).items() if k not in ("path", "description")}
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_SUITE_FIELDS = ("name", "description", "agents", "seeds", "batch", "tasks", "agent_options")
+
+
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SuiteError(f"{what} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _suite_task(t: Any, where: str) -> SuiteTask:
+    """A task of a stored suite (:meth:`Suite.from_dict`), every field checked."""
+    if not isinstance(t, dict) or set(t) != {"id", "preset", "budget", "weight", "backend"}:
+        raise SuiteError(f"{where}: a task is an object with id, preset, budget, weight and backend, got {t!r}")
+    if not all(isinstance(t[k], str) for k in ("id", "preset", "backend")):
+        raise SuiteError(f"{where}: id, preset and backend must be strings")
+    if t["backend"] not in _BACKENDS:
+        raise SuiteError(f"{where}: backend {t['backend']!r} is not one of {', '.join(_BACKENDS)}")
+    return SuiteTask(t["id"], t["preset"], _positive(t["budget"], f"{where}: budget"),
+                     _positive(t["weight"], f"{where}: weight"), t["backend"])
 
 
 def list_suites() -> list[str]:

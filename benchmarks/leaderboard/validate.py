@@ -1,35 +1,73 @@
-"""``tune-gym validate RESULTS``: replay a results file and confirm every number in it.
+"""``tune-gym validate RESULTS``: confirm that a results file is exactly what its runs produce.
 
-For each run line: the data that answers it now must be the data it was run on (dataset
-checksums); its configs, replayed through a fresh :class:`tune_gym.session.TuningSession`
-on that data, must give exactly its GFLOPS, errors and simulated clock; its best and
-reference must follow. A sample of runs is also re-run from its seed, and the agent must
-propose exactly the recorded configs (so a file whose configs were swapped for better ones
-fails too). Live runs cannot be replayed; their lines are checked for consistency only.
-Runs of an earlier version of the suite (a suite that changed since) are not shown on the
-leaderboard and not checked; the report counts them.
+Every problem found is one line naming the run, its line of the file and the field. Checked:
+
+* **The file.** Every line is JSON (a torn or corrupt line is a problem, by line number); the
+  suite of the header, and of each ``suite_update`` line, has the digest recorded with it; a
+  suite of the same name shipped in ``benchmarks/suites/`` is that suite.
+* **The set of runs.** Every run of the suite is in the file exactly once: none missing, none
+  repeated, none extra. A run of an earlier version of the suite (one that changed since) is
+  not shown on the leaderboard and not checked further; the report counts it.
+* **Each run's identity.** Its key is its spec's; its task URI, FLOP count and space size are
+  the task's and the space's (not what the line says); its data (dataset files and checksums)
+  and reference throughput are those that answer it now; its configs are configs of the space.
+* **Its length.** A run ends at min(budget, space size), or earlier when its agent proposes
+  nothing more (:func:`agents.run`); a shorter run is always re-run from its seed to confirm
+  it, and ``ended`` (when the line has it) must say why it ended.
+* **Its agent.** The agent is made with the run's options and reset with its seed, which
+  re-derives cheaply (no measurement) whether it refuses the task (a run recorded as not
+  applicable must be refused again, with the same reason, and one with trials must not be),
+  what it runs with (``agent_info``: a pretrained agent's checkpoint and its checksum) and its
+  first batch of configs, which must open the run.
+* **Its numbers.** Its configs, replayed through a fresh :class:`tune_gym.session.TuningSession`
+  on that data, give exactly its GFLOPS, errors and simulated clock; its best follows; and
+  what the leaderboard derives from it is within bounds: GFLOPS finite and >= 0, the clock
+  non-decreasing, and on a replayed, exhaustively measured space no trial above the best known
+  config and the random-relative score P at most 1 (with the line's own FLOP count, as the
+  leaderboard computes it).
+* **Re-runs.** ``rerun`` runs, drawn with the SHA-256 of the file's run lines as seed (so whoever
+  writes the file does not choose which runs are checked), are re-run from their seeds: the
+  agent must propose exactly the recorded configs.
+
+Live runs cannot be replayed or re-run; every other check applies to them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.leaderboard.results import read_results
-from benchmarks.leaderboard.suite import RunSpec
+from benchmarks.leaderboard import metrics as M
+from benchmarks.leaderboard.results import ResultsScan, RunLine, scan_results
+from benchmarks.leaderboard.suite import RunSpec, Suite, SuiteError, base_agent
 
-__all__ = ["Validation", "validate"]
+__all__ = ["FLOAT_RTOL", "Validation", "validate"]
+
+#: Relative tolerance of a replayed float against the recorded one. Replay reproduces every bit,
+#: but the surrogate's XGBoost sums its trees with the host's SIMD width, so the same prediction
+#: differs in the last bit or two between CPUs (seen: Zen 3 against Zen 5, about 2e-16 relative).
+#: Anything a tampered or mis-replayed file shows is many orders above this.
+FLOAT_RTOL = 1e-9
+#: Slack of the bounds (P <= 1, GFLOPS <= best known): the run's kernel seconds are recomputed
+#: from its GFLOPS and FLOP count, which rounds in the last bits.
+BOUND_RTOL = 1e-6
+#: How many examples a problem about many runs names.
+EXAMPLES = 3
 
 
 @dataclass
 class Validation:
+    """What :func:`validate` found: runs checked and re-run, and one line per problem."""
+
     checked: int = 0
     rerun: int = 0
     stale: int = 0  # runs of an earlier version of the suite, not checked
+    rerun_keys: list[str] = field(default_factory=list)  # the runs re-run from their seeds, in order
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -37,88 +75,413 @@ class Validation:
         return not self.problems
 
 
-def validate(results: str | Path, rerun: int = 3, seed: int = 0) -> Validation:
-    """Check every run of ``results`` (see the module docstring); ``rerun`` runs are re-executed."""
-    from benchmarks.leaderboard.runner import _data_identity, run_one
-    from benchmarks.leaderboard.suite import Suite
-    from tune_gym.measure import make_backend
-    from tune_gym.session import TuningSession
-    from tune_gym.space import KnobSpace
-    from tune_gym.tasks import Task
+def validate(results: str | Path, rerun: int = 3) -> Validation:
+    """Check every line of ``results`` (see the module docstring); ``rerun`` sampled runs are re-executed.
 
-    header, runs = read_results(results)
-    current = {spec.key for spec in Suite.from_dict(header["suite"]).runs()}
-    report = Validation(stale=sum(r["key"] not in current for r in runs))
-    runs = [r for r in runs if r["key"] in current]  # what the leaderboard shows
-    backends: dict[str, Any] = {}
-    for line in runs:
+    Raises:
+        ResultsError: the file is missing or its header is not a results header.
+    """
+    if isinstance(rerun, bool) or not isinstance(rerun, int) or rerun < 0:
+        raise ValueError(f"rerun: {rerun!r} is not a number of runs (an int, 0 or more)")
+    import torch
+
+    torch.set_num_threads(1)  # as run_one: models give the same numbers as when the file was written
+    return _Checker(scan_results(results)).run(rerun)
+
+
+# ------------------------------------------------------------------------------------------ line shape
+
+_SPEC_FIELDS = {f.name for f in fields(RunSpec)}
+_NUMBER = (int, float)
+#: Every field of a run line: its check. Optional: ``ended`` (files written before it) and ``not_applicable``.
+_LINE_FIELDS: dict[str, Any] = {
+    "key": str, "spec": dict, "task_uri": str, "space_size": int, "flops": _NUMBER, "reference_gflops": _NUMBER,
+    "data": dict, "configs": list, "gflops": list, "errors": list, "clock": list, "best_gflops": _NUMBER,
+    "agent_info": dict, "agent_secs": _NUMBER, "wall_secs": _NUMBER, "host": str, "time": _NUMBER,
+}
+_OPTIONAL = {"ended": str, "not_applicable": str}
+_ENDS = ("budget", "space", "agent")
+
+
+def _is(value: Any, kind: Any) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def _shape_problem(obj: dict[str, Any]) -> str | None:
+    """What makes ``obj`` not a run line as :func:`runner.run_one` writes it (fields and their types)."""
+    if missing := [k for k in _LINE_FIELDS if k not in obj]:
+        return f"lacks the field(s) {', '.join(missing)}"
+    if unknown := sorted(set(obj) - set(_LINE_FIELDS) - set(_OPTIONAL)):
+        return f"has unknown field(s) {', '.join(unknown)}"
+    for name, kind in {**_LINE_FIELDS, **_OPTIONAL}.items():
+        if name in obj and not _is(obj[name], kind):
+            return f"field {name!r} is {obj[name]!r}, not a {getattr(kind, '__name__', 'number')}"
+    if obj.get("ended", "budget") not in _ENDS:
+        return f"field 'ended' is {obj['ended']!r}, not one of {', '.join(_ENDS)}"
+    return _spec_problem(obj["spec"]) or _trials_shape_problem(obj)
+
+
+def _spec_problem(spec: dict[str, Any]) -> str | None:
+    if set(spec) != _SPEC_FIELDS:
+        return f"spec has the fields {sorted(spec)}, not {sorted(_SPEC_FIELDS)}"
+    for name in ("agent", "task", "preset", "backend"):
+        if not isinstance(spec[name], str):
+            return f"spec.{name} is {spec[name]!r}, not a string"
+    for name, low in (("seed", 0), ("budget", 1), ("batch", 1)):
+        if not _is(spec[name], int) or spec[name] < low:
+            return f"spec.{name} is {spec[name]!r}, not an int >= {low}"
+    if not isinstance(spec["options"], dict):
+        return f"spec.options is {spec['options']!r}, not an object"
+    return None
+
+
+def _trials_shape_problem(obj: dict[str, Any]) -> str | None:
+    n = len(obj["configs"])
+    if any(len(obj[k]) != n for k in ("gflops", "errors", "clock")):
+        return (f"configs, gflops, errors and clock differ in length ({n}, {len(obj['gflops'])}, "
+                f"{len(obj['errors'])}, {len(obj['clock'])})")
+    for i, cfg in enumerate(obj["configs"]):
+        if not isinstance(cfg, list) or not all(_is(v, int) for v in cfg):
+            return f"config of trial {i + 1} is {cfg!r}, not a list of knob indices"
+    for name, kind in (("gflops", _NUMBER), ("clock", _NUMBER)):
+        if (bad := next((i for i, v in enumerate(obj[name]) if not _is(v, kind)), None)) is not None:
+            return f"{name} of trial {bad + 1} is {obj[name][bad]!r}, not a number"
+    if (bad := next((i for i, e in enumerate(obj["errors"]) if e is not None and not isinstance(e, str)), None)) \
+            is not None:
+        return f"error of trial {bad + 1} is {obj['errors'][bad]!r}, not a string or null"
+    return None
+
+
+# ------------------------------------------------------------------------------------------ the checker
+
+
+@dataclass
+class _Data:
+    """What the bounds need of a (task, preset)'s data: the best known GFLOPS and, when the data
+    is exhaustive, every config's kernel seconds."""
+
+    best_gflops: float
+    costs: np.ndarray | None
+
+
+class _Checker:
+    """One validation of one file: caches of tasks, spaces, backends and data across its lines."""
+
+    def __init__(self, scan: ResultsScan) -> None:
+        self.scan = scan
+        self.report = Validation()
+        self.suite = Suite.from_dict(scan.header["suite"])
+        self.current = {spec.key for spec in self.suite.runs()}
+        self.earlier = {spec.key for v in scan.versions[:-1] for spec in Suite.from_dict(v.suite).runs()}
+        self.seen: dict[str, int] = {}  # key -> line number
+        self.to_rerun: list[tuple[RunLine, RunSpec]] = []  # short runs: their agent's stop is confirmed by a re-run
+        self.pool: list[tuple[RunLine, RunSpec]] = []  # runs the sample of re-runs is drawn from
+        self._spaces: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._backends: dict[str, Any] = {}
+        self._data: dict[tuple[str, str, str], _Data] = {}
+
+    def problem(self, text: str) -> None:
+        self.report.problems.append(text)
+
+    def run(self, rerun: int) -> Validation:
+        self._file()
+        for run in self.scan.runs:
+            self._line(run)
+        missing = [k for k in (s.key for s in self.suite.runs()) if k not in self.seen]
+        if missing:
+            self.problem(f"{self.scan.path}: {len(missing)} of the {len(self.current)} runs of suite "
+                         f"{self.suite.name!r} are not in the file (e.g. {'; '.join(missing[:EXAMPLES])})")
+        self._reruns(rerun)
+        return self.report
+
+    # -------------------------------------------------------------------------------- the file
+    def _file(self) -> None:
+        path = self.scan.path
+        for lineno, why, _ in self.scan.bad:
+            self.problem(f"{path}:{lineno}: {why}")
+        for version in self.scan.versions:
+            digest = Suite.from_dict(version.suite).digest
+            if digest != version.digest:
+                self.problem(f"{path}:{version.lineno}: suite_digest {version.digest} is not the digest of the "
+                             f"suite recorded with it ({digest})")
+        self._shipped()
+
+    def _shipped(self) -> None:
+        """The header's suite against the suite file of the same name shipped with the project."""
+        from benchmarks.leaderboard.suite import SUITE_DIR, list_suites, load_suite
+
+        name = self.suite.name
+        if name not in list_suites():
+            return
+        try:
+            shipped = load_suite(name)
+        except SuiteError as err:
+            self.problem(f"{self.scan.path}: the shipped suite {name!r} cannot be loaded: {err}")
+            return
+        if shipped.digest != self.suite.digest:
+            header, ours = _plain(asdict(self.suite)), _plain(asdict(shipped))
+            diff = [f"{k} {header[k]!r} in the file, {ours[k]!r} in the suite file" for k in
+                    ("agents", "seeds", "batch", "tasks", "agent_options") if header[k] != ours[k]]
+            self.problem(f"{self.scan.path}: its suite {name!r} is not {SUITE_DIR / (name + '.toml')}: "
+                         + "; ".join(diff))
+
+    # -------------------------------------------------------------------------------- one line
+    def _line(self, run: RunLine) -> None:
+        line = run.obj
+        where = f"{self.scan.path}:{run.lineno}: run {line['key']}"
+        if problem := _shape_problem(line):
+            self.problem(f"{where}: {problem}")
+            return
         spec = RunSpec(**line["spec"])
-        where = f"run {spec.key}"
-        report.checked += 1
-        if "not_applicable" in line:  # no trials to replay; a re-run must refuse the task again
-            if line["configs"]:
-                report.problems.append(f"{where}: marked not applicable but has {len(line['configs'])} trials")
-            continue
-        gflops = line["gflops"]
-        if line["best_gflops"] != max(gflops, default=0.0):
-            report.problems.append(f"{where}: best_gflops {line['best_gflops']} is not the best trial {max(gflops)}")
-        if len({tuple(c) for c in line["configs"]}) != len(line["configs"]) or len(line["configs"]) > spec.budget:
-            report.problems.append(f"{where}: configs repeat or exceed the budget {spec.budget}")
-        if spec.backend == "live":
-            continue
-        task = Task.from_uri(line["task_uri"])
-        space = KnobSpace.for_task(task, spec.preset)
-        backend = backends.setdefault(spec.backend, make_backend(spec.backend))
-        if _data_identity(backend, task, spec.preset) != line["data"]:
-            report.problems.append(f"{where}: the data answering it changed: recorded {line['data']}, now "
-                                   f"{_data_identity(backend, task, spec.preset)}")
-            continue
+        if spec.key != line["key"]:
+            self.problem(f"{where}: key is not its spec's ({spec.key})")
+            return
+        if spec.key in self.seen:
+            self.problem(f"{where}: repeats the run of line {self.seen[spec.key]}")
+            return
+        self.seen[spec.key] = run.lineno
+        if spec.key not in self.current:
+            if spec.key in self.earlier:
+                self.report.stale += 1
+            else:
+                self.problem(f"{where}: not a run of suite {self.suite.name!r} (nor of an earlier version of it "
+                             "recorded in this file)")
+            return
+        self.report.checked += 1
+        try:
+            self._run(run, spec, where)
+        except Exception as err:  # a line this host cannot check (a task it cannot build, data it lacks)
+            self.problem(f"{where}: cannot be checked here: {type(err).__name__}: {err}")
+
+    def _run(self, run: RunLine, spec: RunSpec, where: str) -> None:
+        line = run.obj
+        task, space = self._space(spec.task, spec.preset)
+        for name, got, truth in (("task_uri", line["task_uri"], task.uri), ("flops", line["flops"], task.flops),
+                                 ("space_size", line["space_size"], space.size)):
+            if got != truth:
+                self.problem(f"{where}: {name} is {got!r}, but the task's is {truth!r}")
+                return
+        refused, opening, info = _opening(spec, task, space)
+        if "not_applicable" in line:
+            self._not_applicable(line, refused, where)
+            return
+        if refused is not None:
+            self.problem(f"{where}: has {len(line['configs'])} trials, but agent {spec.agent} refuses the task "
+                         f"({refused})")
+            return
+        if info != line["agent_info"]:
+            self.problem(f"{where}: agent_info is {line['agent_info']}, but the agent runs with {info}")
+            return
+        if not self._trials(run, spec, space, opening, where):
+            return
+        if spec.backend != "live":
+            self.pool.append((run, spec))
+            if self._numbers(line, spec, task, space, where):
+                self._bounds(line, spec, task, space, where)
+        elif line["data"] != {"backend": "live"}:
+            self.problem(f"{where}: data is {line['data']!r}, but a live run's is {{'backend': 'live'}}")
+
+    def _not_applicable(self, line: dict[str, Any], refused: str | None, where: str) -> None:
+        left = {"configs": len(line["configs"]), "best_gflops": line["best_gflops"], "agent_info": line["agent_info"],
+                "ended": line.get("ended")}
+        if left_over := [f"{k} {v!r}" for k, v in left.items() if v]:
+            self.problem(f"{where}: marked not applicable, but has {', '.join(left_over)} (a refused run has no "
+                         "trials, best_gflops 0, no agent_info and no ended)")
+        elif refused is None:
+            self.problem(f"{where}: marked not applicable ({line['not_applicable']}), but agent "
+                         f"{line['spec']['agent']} takes the task")
+        elif refused != line["not_applicable"]:
+            self.problem(f"{where}: marked not applicable ({line['not_applicable']}), but the agent refuses the "
+                         f"task because {refused}")
+
+    def _trials(self, run: RunLine, spec: RunSpec, space: Any, opening: list[tuple[int, ...]],
+                where: str) -> bool:
+        """Configs in the space and distinct, as many as the run gives, opened by the agent's first batch."""
+        from benchmarks.leaderboard.runner import run_end
+
+        line = run.obj
+        configs = line["configs"]
+        for i, cfg in enumerate(configs):
+            try:
+                canonical = space.check(cfg)
+            except ValueError as err:
+                self.problem(f"{where}: config {cfg} of trial {i + 1} is not a config of the space: {err}")
+                return False
+            if list(canonical) != cfg:
+                self.problem(f"{where}: config {cfg} of trial {i + 1} is not canonical ({list(canonical)})")
+                return False
+        if len({tuple(c) for c in configs}) != len(configs):
+            self.problem(f"{where}: configs repeat")
+            return False
+        n, most = len(configs), min(spec.budget, space.size)
+        ended = run_end(n, spec.budget, space.size)
+        if n > most:
+            self.problem(f"{where}: {n} trials, more than min(budget {spec.budget}, space size {space.size})")
+            return False
+        if line.get("ended", ended) != ended:
+            self.problem(f"{where}: ended is {line['ended']!r}, but a run of {n} trials (budget {spec.budget}, "
+                         f"space {space.size}) ended by {ended!r}")
+            return False
+        if ended == "agent" and spec.backend != "live":
+            self.to_rerun.append((run, spec))  # only a re-run shows the agent stopped there
+        first = [list(c) for c in opening[:most]]
+        if configs[: len(first)] != first:
+            i = next((j for j, (a, b) in enumerate(zip(configs, first)) if a != b), min(len(configs), len(first)))
+            self.problem(f"{where}: trial {i + 1} is not the agent's: its first batch from seed {spec.seed} is "
+                         f"{first[:EXAMPLES]}{'...' if len(first) > EXAMPLES else ''}, the file has "
+                         f"{configs[:EXAMPLES]}{'...' if len(configs) > EXAMPLES else ''}")
+            return False
+        if line["best_gflops"] != max(line["gflops"], default=0.0):
+            self.problem(f"{where}: best_gflops {line['best_gflops']} is not the best trial "
+                         f"{max(line['gflops'], default=0.0)}")
+            return False
+        return True
+
+    def _numbers(self, line: dict[str, Any], spec: RunSpec, task: Any, space: Any, where: str) -> bool:
+        """Data identity, reference and the replay of every trial; False at the first mismatch."""
+        from benchmarks.leaderboard.runner import _data_identity
+        from tune_gym.session import TuningSession
+
+        backend = self._backend(spec.backend)
+        data = _data_identity(backend, task, spec.preset)
+        if data != line["data"]:
+            self.problem(f"{where}: the data answering it changed: recorded {line['data']}, now {data}")
+            return False
         reference = backend.reference(task, spec.preset)
-        if reference is not None and not math.isclose(reference.gflops, line["reference_gflops"]):
-            report.problems.append(f"{where}: reference {line['reference_gflops']} is not the recorded "
-                                   f"{reference.gflops}")
+        if reference is not None and not _same(float(reference.gflops), float(line["reference_gflops"])):
+            self.problem(f"{where}: reference_gflops {line['reference_gflops']} is not the data's {reference.gflops}")
+            return False
         session = TuningSession(task, space, backend, budget=spec.budget)
-        trials = session.evaluate([space.check(c) for c in line["configs"]]).new
-        for name, got in (("gflops", [t.result.gflops for t in trials]), ("errors", [t.result.error for t in trials]),
-                          ("clock", [t.clock for t in trials])):
+        trials = session.evaluate([tuple(c) for c in line["configs"]]).new
+        replayed: dict[str, list[Any]] = {"gflops": [t.result.gflops for t in trials],
+                                          "errors": [t.result.error for t in trials],
+                                          "clock": [t.clock for t in trials]}
+        for name, got in replayed.items():
             recorded = line[name]
             if len(got) != len(recorded) or any(not _same(a, b) for a, b in zip(got, recorded)):
                 i = next((i for i, (a, b) in enumerate(zip(got, recorded)) if not _same(a, b)),
                          min(len(got), len(recorded)))
                 in_file = recorded[i] if i < len(recorded) else "-"
-                replayed = got[i] if i < len(got) else "-"
-                report.problems.append(f"{where}: {name} of trial {i + 1} is {in_file} in the file but {replayed} "
-                                       "on replay")
-                break
-    replayable = [r for r in runs if r["spec"]["backend"] != "live"]
-    rng = np.random.default_rng(seed)
-    for i in rng.choice(len(replayable), size=min(rerun, len(replayable)), replace=False) if replayable else []:
-        line = replayable[int(i)]
-        spec = RunSpec(**line["spec"])
-        again = run_one(spec)
-        report.rerun += 1
+                again = got[i] if i < len(got) else "-"
+                self.problem(f"{where}: {name} of trial {i + 1} is {in_file} in the file but {again} on replay")
+                return False
+        return True
+
+    def _bounds(self, line: dict[str, Any], spec: RunSpec, task: Any, space: Any, where: str) -> None:
+        """What the leaderboard derives from the run is within its bounds (module docstring)."""
+        gflops, clock = np.asarray(line["gflops"], dtype=float), np.asarray(line["clock"], dtype=float)
+        if not (np.all(np.isfinite(gflops)) and np.all(gflops >= 0)):
+            self.problem(f"{where}: gflops must be finite and >= 0")
+            return
+        if not (np.all(np.isfinite(clock)) and np.all(clock >= 0) and np.all(np.diff(clock) >= 0)):
+            self.problem(f"{where}: clock must be finite, >= 0 and non-decreasing")
+            return
+        if not (math.isfinite(line["agent_secs"]) and line["agent_secs"] >= 0):
+            self.problem(f"{where}: agent_secs {line['agent_secs']} is not finite and >= 0")
+            return
+        data = self._data_of(spec, task, space)
+        if data.costs is None or spec.backend != "replay" or not gflops.size:
+            return  # bounds hold on replayed, exhaustively measured spaces only (a surrogate may predict more)
+        if line["best_gflops"] > data.best_gflops * (1 + BOUND_RTOL):
+            self.problem(f"{where}: best_gflops {line['best_gflops']} is above the best known "
+                         f"{data.best_gflops} of the exhaustively measured space")
+            return
+        with np.errstate(divide="ignore"):
+            times = np.where(gflops > 0, line["flops"] / (gflops * 1e9), np.nan)
+        valid = int(np.isfinite(data.costs).sum())
+        for budget in (None, min(spec.budget, valid)):  # the leaderboard's P over the method's budget and the run's
+            _, p = M.score_curve(times, data.costs, budget=budget)
+            if np.nanmax(p, initial=-math.inf) > 1 + BOUND_RTOL:
+                self.problem(f"{where}: its random-relative score P reaches {np.nanmax(p):.3f} (at most 1: the "
+                             f"optimum) with flops {line['flops']}")
+                return
+
+    # -------------------------------------------------------------------------------- re-runs
+    def _reruns(self, rerun: int) -> None:
+        forced = {r.lineno for r, _ in self.to_rerun}
+        pool = [(r, s) for r, s in self.pool if r.lineno not in forced]
+        digest = hashlib.sha256("\n".join(r.text for r in self.scan.runs).encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+        picked = sorted(rng.choice(len(pool), size=min(rerun, len(pool)), replace=False).tolist()) if pool else []
+        for run, spec in [*self.to_rerun, *(pool[i] for i in picked)]:
+            self._rerun(run, spec)
+
+    def _rerun(self, run: RunLine, spec: RunSpec) -> None:
+        from benchmarks.leaderboard.runner import run_one
+
+        line, where = run.obj, f"{self.scan.path}:{run.lineno}: run {spec.key}"
+        self.report.rerun += 1
+        self.report.rerun_keys.append(spec.key)
+        try:
+            again = run_one(spec)
+        except Exception as err:
+            self.problem(f"{where}: re-run from its seed fails: {type(err).__name__}: {err}")
+            return
         if again.get("not_applicable") != line.get("not_applicable"):
-            report.problems.append(f"run {spec.key}: recorded as not applicable ({line.get('not_applicable')}), "
-                                   f"but re-run gives {again.get('not_applicable') or 'a run'}")
+            self.problem(f"{where}: recorded as not applicable ({line.get('not_applicable')}), "
+                         f"but re-run gives {again.get('not_applicable') or 'a run'}")
         elif again["configs"] != line["configs"]:
             first = next((j for j, (a, b) in enumerate(zip(again["configs"], line["configs"])) if a != b),
                          min(len(again["configs"]), len(line["configs"])))
             why = ""
             if again.get("agent_info", {}) != line.get("agent_info", {}):
                 why = f" (the agent now runs with {again.get('agent_info')}, recorded {line.get('agent_info', {})})"
-            report.problems.append(f"run {spec.key}: re-run from its seed proposes other configs from trial "
-                                   f"{first + 1}{why}")
-    return report
+            self.problem(f"{where}: re-run from its seed proposes other configs from trial {first + 1} "
+                         f"({len(again['configs'])} trials, the file has {len(line['configs'])}){why}")
+
+    # -------------------------------------------------------------------------------- caches
+    def _space(self, task_id: str, preset: str) -> tuple[Any, Any]:
+        from tune_gym.space import KnobSpace
+        from tune_gym.tasks import Task
+
+        key = (task_id, preset)
+        if key not in self._spaces:
+            task = Task.parse(task_id)
+            self._spaces[key] = (task, KnobSpace.for_task(task, preset))
+        return self._spaces[key]
+
+    def _backend(self, name: str) -> Any:
+        from tune_gym.measure import make_backend
+
+        if name not in self._backends:
+            self._backends[name] = make_backend(name)
+        return self._backends[name]
+
+    def _data_of(self, spec: RunSpec, task: Any, space: Any) -> _Data:
+        key = (spec.backend, task.uri, spec.preset)
+        if key not in self._data:
+            backend = self._backend(spec.backend)
+            datasets: list[Any] = backend.datasets(task, spec.preset) if hasattr(backend, "datasets") else []
+            exhaustive = next((d for d in datasets if d.exhaustive), None)
+            self._data[key] = _Data(max((d.best_gflops for d in datasets), default=math.nan),
+                                    None if exhaustive is None else exhaustive.mean_cost)
+        return self._data[key]
 
 
-#: Relative tolerance of a replayed float against the recorded one. Replay reproduces every bit,
-#: but the surrogate's XGBoost sums its trees with the host's SIMD width, so the same prediction
-#: differs in the last bit or two between CPUs (seen: Zen 3 against Zen 5, about 2e-16 relative).
-#: Anything a tampered or mis-replayed file shows is many orders above this.
-FLOAT_RTOL = 1e-9
+def _opening(spec: RunSpec, task: Any, space: Any) -> tuple[str | None, list[tuple[int, ...]], dict[str, Any]]:
+    """``(why the agent refuses the task, [], {})``, or ``(None, its first batch, what it runs with)``:
+    the agent made with the run's options, reset with its seed and asked for one batch, as
+    :class:`agents.EnvRunner` does before any measurement."""
+    from agents import NotApplicable, make_agent
+
+    agent = make_agent(base_agent(spec.agent), **spec.options)
+    try:
+        agent.reset(space, task, spec.seed)
+    except NotApplicable as exc:
+        return str(exc), [], {}
+    proposed = agent.propose(spec.batch)[: spec.batch]
+    return None, list(dict.fromkeys(space.canonical(c) for c in proposed)), agent.describe()
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists (a suite as JSON shows it)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=FLOAT_RTOL, abs_tol=0.0) or (math.isnan(a) and math.isnan(b))
-    return a == b
+    return bool(a == b)
+
