@@ -16,6 +16,7 @@ imports it lazily (agents defined elsewhere register when their module is import
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
@@ -25,12 +26,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import OptionError, check_keys, check_str, show
 from tune_gym.session import Trial
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["Agent", "EnvRunner", "NotApplicable", "RunResult", "list_agents", "make_agent", "register", "run",
-           "unavailable_agents"]
+__all__ = ["Agent", "EnvRunner", "NotApplicable", "RunResult", "list_agents", "make_agent", "option_names", "register",
+           "run", "unavailable_agents"]
 
 
 class NotApplicable(ValueError):
@@ -141,20 +143,40 @@ def make_agent(agent_id: str, **options: Any) -> Agent:
     """Instantiate an agent by id with its options.
 
     Raises:
-        ValueError: unknown id or bad options.
+        ValueError: unknown id, or bad options (an :class:`~tune_gym.options.OptionError`
+            naming the agent, the option, its value and what is allowed; each agent checks its
+            options, type and range, in its constructor).
         ImportError: the agent's optional dependency is missing (names what to install).
     """
+    check_str("agent id", agent_id)
     if agent_id not in _REGISTRY and agent_id in _MODULES:
         _import(agent_id)
     if agent_id not in _REGISTRY:
         known = sorted(set(_REGISTRY) | set(_MODULES))
-        raise ValueError(f"unknown agent {agent_id!r}; known agents: {', '.join(known)}")
+        raise OptionError(f"unknown agent {show(agent_id)}; known agents: {', '.join(known)}")
     module, _, attr = _REGISTRY[agent_id][0].partition(":")
     cls = getattr(importlib.import_module(module), attr)
+    check_keys(f"agent {agent_id!r}: bad options", options, option_names(cls))
     try:
         return cls(**options)
-    except TypeError as err:
-        raise ValueError(f"agent {agent_id!r}: bad options {options}: {err}") from None
+    except TypeError as err:  # a constructor that takes options its signature does not list
+        raise OptionError(f"agent {agent_id!r}: bad options {show(options, 200)}: {err}") from None
+    except ValueError as err:  # OptionError and the agents' own checks, named
+        raise OptionError(f"agent {agent_id!r}: {err}") from None
+
+
+def option_names(cls: type) -> list[str]:
+    """The keyword options of an agent class: its constructor's parameters, and those of its
+    bases' constructors where it passes ``**kwargs`` on."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]  # after self
+        names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names]
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            break
+    return names
 
 
 @dataclass

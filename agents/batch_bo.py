@@ -82,10 +82,10 @@ from gpytorch.means import Mean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from agents.base import register
-from agents.model_based import ModelGuidedAgent
+from agents.model_based import ModelGuidedAgent, make_sa
 from agents.models.features import KnobFeaturizer, log_gflops
 from agents.optimizers.bo import candidate_pool, greedy_q_batch
-from agents.optimizers.sa import SimulatedAnnealing
+from tune_gym.options import OptionError, check_callable, check_choice, check_int, check_str
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -159,36 +159,22 @@ class BatchBOAgent(ModelGuidedAgent):
                  acquisition: str = "qlogei", pool_size: int = 2000, n_anchors: int = 8, max_train: int = 500,
                  mc_samples: int = 128, shortlist: int = 256, sa_points: int = 64, sa_steps: int = 100,
                  sa_early_stop: int = 20, chunk: int = 512, device: str = "cpu") -> None:
-        minimum = [("plan_size", plan_size, 1), ("n_init", n_init, 0), ("pool_size", pool_size, 1),
-                   ("n_anchors", n_anchors, 0), ("max_train", max_train, 2), ("mc_samples", mc_samples, 1),
-                   ("shortlist", shortlist, 1), ("sa_points", sa_points, 1), ("sa_steps", sa_steps, 0),
-                   ("sa_early_stop", sa_early_stop, 1), ("chunk", chunk, 1)]
-        for name, value, low in minimum:
-            if not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be one of {ENCODINGS}, not {encoding!r}")
-        if acquisition not in ACQUISITIONS:
-            raise ValueError(f"acquisition must be one of {ACQUISITIONS}, not {acquisition!r}")
-        for name, fn in [("featurizer", featurizer), ("prior_mean", prior_mean)]:
-            if fn is not None and not callable(fn):
-                raise ValueError(f"{name} must be a callable configs -> array, got {type(fn).__name__}")
+        super().__init__(plan_size, eps, check_int("n_init", n_init, 0), invalid,
+                         make_sa(sa_points, sa_steps, sa_early_stop))
+        self.encoding = check_choice("encoding", encoding, ENCODINGS)
+        self.featurizer = check_callable("featurizer", featurizer)
+        self.prior_mean = check_callable("prior_mean", prior_mean)
+        self.acquisition = check_choice("acquisition", acquisition, ACQUISITIONS)
+        self.pool_size = check_int("pool_size", pool_size, 1)
+        self.n_anchors = check_int("n_anchors", n_anchors, 0)
+        self.max_train = check_int("max_train", max_train, 2)
+        self.mc_samples = check_int("mc_samples", mc_samples, 1)
+        self.shortlist = check_int("shortlist", shortlist, 1)
+        self.chunk = check_int("chunk", chunk, 1)
         try:
-            self.device = torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(f"bad device {device!r}: {err}") from None
-        super().__init__(plan_size, eps, n_init, invalid,
-                         SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop))
-        self.encoding = encoding
-        self.featurizer = featurizer
-        self.prior_mean = prior_mean
-        self.acquisition = acquisition
-        self.pool_size = pool_size
-        self.n_anchors = n_anchors
-        self.max_train = max_train
-        self.mc_samples = mc_samples
-        self.shortlist = shortlist
-        self.chunk = chunk
+            self.device = torch.device(check_str("device", device))
+        except RuntimeError:
+            raise OptionError(f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}") from None
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

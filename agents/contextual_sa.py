@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from agents.base import register
-from agents.model_based import ModelGuidedAgent
+from agents.model_based import ModelGuidedAgent, make_sa
 from agents.models.features import KnobFeaturizer
 from agents.models.rf import RandomForestModel, expected_improvement
-from agents.optimizers.sa import SimulatedAnnealing
+from tune_gym.options import check_int
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -61,13 +61,10 @@ class ContextualSAAgent(ModelGuidedAgent):
     def __init__(self, plan_size: int = 32, n_context: int = 20, n_trees: int = 10, max_features: int = 10,
                  invalid: str = "zero", sa_points: int = 64, sa_steps: int = 500, sa_early_stop: int = 50,
                  n_init: int | None = None) -> None:
-        super().__init__(plan_size, 0.0, n_init, invalid,
-                         SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop))
-        if n_context < 1:
-            raise ValueError(f"n_context must be >= 1, got {n_context}")
-        self.n_context = n_context
-        self.n_trees = n_trees
-        self.max_features = max_features
+        super().__init__(plan_size, 0.0, n_init, invalid, make_sa(sa_points, sa_steps, sa_early_stop))
+        self.n_context = check_int("n_context", n_context, 1)
+        self.n_trees = check_int("n_trees", n_trees, 1)
+        self.max_features = check_int("max_features", max_features, 1)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from agents.base import Agent, register
+from tune_gym.options import check_float, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -21,12 +22,9 @@ __all__ = ["GAAgent"]
 @register("ga", "genetic algorithm over knob indices (population 100, 3 elites, mutation 0.1)")
 class GAAgent(Agent):
     def __init__(self, pop_size: int = 100, elite_num: int = 3, mutation_prob: float = 0.1) -> None:
-        if pop_size < 2 or not 0 <= elite_num < pop_size or not 0.0 <= mutation_prob <= 1.0:
-            raise ValueError(f"bad GA settings: pop_size={pop_size}, elite_num={elite_num}, "
-                             f"mutation_prob={mutation_prob}")
-        self.pop_size = pop_size
-        self.elite_num = elite_num
-        self.mutation_prob = mutation_prob
+        self.pop_size = check_int("pop_size", pop_size, 2)
+        self.elite_num = check_int("elite_num", elite_num, 0, self.pop_size - 1)
+        self.mutation_prob = check_float("mutation_prob", mutation_prob, 0.0, 1.0)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agents.base import Agent, register
+from tune_gym.options import check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -14,7 +15,7 @@ class GridAgent(Agent):
     """Walks flat indices ``start, start + 1, ...``; stops at the end of the space."""
 
     def __init__(self, start: int = 0) -> None:
-        self.start = start
+        self.start = check_int("start", start, 0)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -55,8 +55,10 @@ import numpy as np
 from agents import pretrained
 from agents.base import register
 from agents.batch_bo import BatchBOAgent
+from agents.model_based import check_checkpoint
 from agents.optimizers.bo import candidate_pool
 from agents.pretrained import CHECKPOINT_DIR
+from tune_gym.options import check_bool, check_float, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -116,19 +118,15 @@ class MetaBOAgent(BatchBOAgent):
                  shortlist: int = 48, sa_points: int = 8, sa_steps: int = 8, sa_early_stop: int = 4,
                  acquisition: str = "qlogei", mc_samples: int = 128, max_train: int = 500, chunk: int = 512,
                  invalid: str = "zero", device: str = "cpu") -> None:
-        if not isinstance(checkpoint, (str, Path)) or not str(checkpoint):
-            raise ValueError(f"checkpoint must be 'auto', a path or a checkpoint name, got {checkpoint!r}")
-        if not isinstance(fine_tune, bool):
-            raise ValueError(f"fine_tune must be True or False, got {fine_tune!r}")
-        if fine_tune_steps is not None and (not isinstance(fine_tune_steps, (int, np.integer)) or fine_tune_steps < 1):
-            raise ValueError(f"fine_tune_steps must be an integer >= 1, got {fine_tune_steps!r}")
-        if fine_tune_lr is not None and not (isinstance(fine_tune_lr, (int, float)) and fine_tune_lr > 0):
-            raise ValueError(f"fine_tune_lr must be > 0, got {fine_tune_lr!r}")
+        checkpoint = check_checkpoint(checkpoint)
+        fine_tune = check_bool("fine_tune", fine_tune)
+        fine_tune_steps = check_int("fine_tune_steps", fine_tune_steps, 1, none=True)
+        fine_tune_lr = check_float("fine_tune_lr", fine_tune_lr, 0, low_open=True, none=True)
         super().__init__(plan_size=plan_size, n_init=0, eps=0.0, invalid=invalid, prior_mean=self._prior,
                          acquisition=acquisition, pool_size=pool_size, n_anchors=n_anchors, max_train=max_train,
                          mc_samples=mc_samples, shortlist=shortlist, sa_points=sa_points, sa_steps=sa_steps,
                          sa_early_stop=sa_early_stop, chunk=chunk, device=device)
-        self.checkpoint = str(checkpoint)
+        self.checkpoint = checkpoint
         self.fine_tune = fine_tune
         self.fine_tune_steps = fine_tune_steps
         self.fine_tune_lr = fine_tune_lr

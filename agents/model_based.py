@@ -16,17 +16,38 @@ throughput 0 (``invalid="zero"``, AutoTVM's choice) or are left out (``invalid="
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from agents.base import Agent
 from agents.optimizers.sa import SimulatedAnnealing
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import OptionError, check_choice, check_float, check_int, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["ModelGuidedAgent"]
+__all__ = ["INVALID", "ModelGuidedAgent", "check_checkpoint", "make_sa"]
+
+#: Values of the ``invalid`` option: failed configs reach the model as throughput 0, or not at all.
+INVALID = ("zero", "drop")
+
+
+def check_checkpoint(checkpoint: Any) -> str:
+    """A pretrained agent's ``checkpoint`` option: ``"auto"``, a path or a checkpoint name (as text)."""
+    if not isinstance(checkpoint, (str, os.PathLike)) or not str(checkpoint):
+        raise OptionError(f"checkpoint must be 'auto', a path or a checkpoint name, got {show(checkpoint)}")
+    return str(checkpoint)
+
+
+def make_sa(sa_points: int, sa_steps: int, sa_early_stop: int, persistent: bool = True) -> SimulatedAnnealing:
+    """The simulated annealing of an agent's ``sa_points``, ``sa_steps`` and ``sa_early_stop``
+    options, checked (integers: points >= 1, steps >= 0, early stop >= 1)."""
+    return SimulatedAnnealing(n_points=check_int("sa_points", sa_points, 1),
+                              max_steps=check_int("sa_steps", sa_steps, 0),
+                              early_stop=check_int("sa_early_stop", sa_early_stop, 1), persistent=persistent)
 
 
 class ModelGuidedAgent(Agent):
@@ -34,14 +55,13 @@ class ModelGuidedAgent(Agent):
 
     def __init__(self, plan_size: int = 64, eps: float = 0.05, n_init: int | None = None,
                  invalid: str = "zero", sa: SimulatedAnnealing | None = None) -> None:
-        if invalid not in ("zero", "drop"):
-            raise ValueError(f"invalid must be 'zero' or 'drop', not {invalid!r}")
-        if not 0.0 <= eps <= 1.0:
-            raise ValueError(f"eps must be in [0, 1], got {eps}")
-        self.plan_size = plan_size
-        self.eps = eps
-        self.n_init = plan_size if n_init is None else n_init
-        self.invalid = invalid
+        self.plan_size = check_int("plan_size", plan_size, 1)
+        self.eps = check_float("eps", eps, 0.0, 1.0)
+        n_init = check_int("n_init", n_init, 0, none=True)
+        self.n_init = self.plan_size if n_init is None else n_init
+        self.invalid: str = check_choice("invalid", invalid, INVALID)
+        if sa is not None and not isinstance(sa, SimulatedAnnealing):
+            raise OptionError(f"sa must be a SimulatedAnnealing or None, got {type(sa).__name__}")
         self.sa = sa or SimulatedAnnealing()
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:

@@ -34,8 +34,9 @@ import numpy as np
 
 from agents import pretrained
 from agents.base import Agent, NotApplicable, register
-from agents.optimizers.sa import SimulatedAnnealing
+from agents.model_based import check_checkpoint, make_sa
 from agents.pretrained import CHECKPOINT_DIR
+from tune_gym.options import check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -78,12 +79,9 @@ class OneShotAgent(Agent):
 
     def __init__(self, checkpoint: str = "auto", k: int = 64, sa_points: int = 512, sa_steps: int = 160,
                  sa_early_stop: int = 50) -> None:
-        if k < 1:
-            raise ValueError(f"k (configs to measure) must be >= 1, got {k}")
-        self.checkpoint = checkpoint
-        self.k = k
-        self.sa = SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop,
-                                     persistent=False)
+        self.checkpoint = check_checkpoint(checkpoint)
+        self.k = check_int("k (configs to measure)", k, 1)
+        self.sa = make_sa(sa_points, sa_steps, sa_early_stop, persistent=False)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

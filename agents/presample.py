@@ -43,6 +43,7 @@ import numpy as np
 from agents.base import register
 from agents.xgb_sa import XGBSAAgent
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import check_float, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -157,14 +158,12 @@ class PresampleAgent(XGBSAAgent):
     def __init__(self, plan_size: int = 50, presample_limit: int = 1000, n_parallel: int = 128,
                  n_valid: int = 25, n_init: int = 50, invalid_bias: float = -1e6, valid_bias: float = 1.0,
                  **kwargs: object) -> None:
-        super().__init__(plan_size=plan_size, n_init=n_init, **kwargs)  # type: ignore[arg-type]
-        if n_valid > n_init:
-            raise ValueError(f"n_valid ({n_valid}) must not exceed n_init ({n_init})")
-        self.presample_limit = presample_limit
-        self.n_parallel = n_parallel
-        self.n_valid = n_valid
-        self.invalid_bias = invalid_bias
-        self.valid_bias = valid_bias
+        super().__init__(plan_size=plan_size, n_init=check_int("n_init", n_init, 0), **kwargs)  # type: ignore[arg-type]
+        self.presample_limit = check_int("presample_limit", presample_limit, 0)
+        self.n_parallel = check_int("n_parallel", n_parallel, 1)
+        self.n_valid = check_int("n_valid (at most n_init)", n_valid, 0, self.n_init)
+        self.invalid_bias = check_float("invalid_bias", invalid_bias)
+        self.valid_bias = check_float("valid_bias", valid_bias)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

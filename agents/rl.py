@@ -121,6 +121,7 @@ from agents.model_based import ModelGuidedAgent
 from agents.models.features import KnobFeaturizer
 from agents.models.xgb import XGBModel
 from tune_gym.envs.knob_walk import KnobWalkEnv, walk
+from tune_gym.options import OptionError, check_bool, check_float, check_int, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -218,6 +219,13 @@ def _seeded_globals(seed: int) -> Iterator[None]:
             Distribution.set_default_validate_args(validate)
 
 
+def _layers(name: str, value: Any) -> list[int]:
+    """A network's hidden layer widths (``pi_arch``, ``vf_arch``): a list of integers >= 1."""
+    if not isinstance(value, (list, tuple)):
+        raise OptionError(f"{name} must be a list of layer widths (integers >= 1), got {show(value)}")
+    return [check_int(f"{name} layer width", width, 1) for width in value]
+
+
 class _KnobObservation(gym.ObservationWrapper):
     """KnobWalk-v0 observed through the knob part of its observation only.
 
@@ -271,23 +279,23 @@ class RLPPOAgent(ModelGuidedAgent):
                  vf_coef: float = 1.0, ent_coef: float = 0.3, max_grad_norm: float = math.inf,
                  pi_arch: Sequence[int] = (20, 20), vf_arch: Sequence[int] = (20, 20, 20)) -> None:
         super().__init__(plan_size, eps, n_init, invalid)
-        if n_starts < 1 or max_steps < 1:
-            raise ValueError(f"n_starts ({n_starts}) and max_steps ({max_steps}) must be >= 1")
-        if n_epochs < 1 or batch_size < 2:
-            raise ValueError(f"n_epochs ({n_epochs}) must be >= 1 and batch_size ({batch_size}) >= 2")
-        self.num_rounds = num_rounds
-        self.n_starts = n_starts
-        self.max_steps = max_steps
-        self.stuck_fraction = stuck_fraction
-        self.adaptive_sampling = adaptive_sampling
-        self.n_epochs = n_epochs
-        self.batch_size = batch_size
+        self.num_rounds = check_int("num_rounds", num_rounds, 1, none=True)
+        self.n_starts = check_int("n_starts", n_starts, 1)
+        self.max_steps = check_int("max_steps", max_steps, 1)
+        self.stuck_fraction = check_float("stuck_fraction", stuck_fraction, 0.0, 1.0, low_open=True)
+        self.adaptive_sampling = check_bool("adaptive_sampling", adaptive_sampling)
+        self.n_epochs = check_int("n_epochs", n_epochs, 1)
+        self.batch_size = check_int("batch_size", batch_size, 2)
         self.ppo_options: dict[str, Any] = {
-            "learning_rate": learning_rate, "gamma": gamma, "gae_lambda": gae_lambda, "clip_range": clip_range,
-            "vf_coef": vf_coef, "ent_coef": ent_coef, "max_grad_norm": max_grad_norm,
-            "n_steps": n_epochs * batch_size, "batch_size": batch_size, "n_epochs": 1,
+            "learning_rate": check_float("learning_rate", learning_rate, 0, low_open=True),
+            "gamma": check_float("gamma", gamma, 0.0, 1.0),
+            "gae_lambda": check_float("gae_lambda", gae_lambda, 0.0, 1.0),
+            "clip_range": check_float("clip_range", clip_range, 0, low_open=True),
+            "vf_coef": check_float("vf_coef", vf_coef, 0), "ent_coef": check_float("ent_coef", ent_coef, 0),
+            "max_grad_norm": check_float("max_grad_norm", max_grad_norm, 0, low_open=True, finite=False),
+            "n_steps": self.n_epochs * self.batch_size, "batch_size": self.batch_size, "n_epochs": 1,
             "normalize_advantage": False,
-            "policy_kwargs": {"net_arch": {"pi": list(pi_arch), "vf": list(vf_arch)}},
+            "policy_kwargs": {"net_arch": {"pi": _layers("pi_arch", pi_arch), "vf": _layers("vf_arch", vf_arch)}},
         }
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:

@@ -34,9 +34,9 @@ import numpy as np
 
 from agents import pretrained
 from agents.base import register
-from agents.model_based import ModelGuidedAgent
-from agents.optimizers.sa import SimulatedAnnealing
+from agents.model_based import ModelGuidedAgent, check_checkpoint, make_sa
 from agents.pretrained import CHECKPOINT_DIR
+from tune_gym.options import check_choice, check_int, check_str
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -90,16 +90,11 @@ class TLPSAAgent(ModelGuidedAgent):
     def __init__(self, checkpoint: str = "auto", fine_tune: str = "decoder", fine_tune_epochs: int = 20,
                  platform: str | None = None, plan_size: int = 64, eps: float = 0.05, sa_points: int = 128,
                  sa_steps: int = 500, sa_early_stop: int = 50) -> None:
-        super().__init__(plan_size, eps, 0, "zero",
-                         SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop))
-        if fine_tune not in FINE_TUNE:
-            raise ValueError(f"fine_tune must be one of {', '.join(FINE_TUNE)}, not {fine_tune!r}")
-        if fine_tune_epochs < 1:
-            raise ValueError(f"fine_tune_epochs must be >= 1, got {fine_tune_epochs}")
-        self.checkpoint = checkpoint
-        self.fine_tune = fine_tune
-        self.fine_tune_epochs = fine_tune_epochs
-        self.platform = platform
+        super().__init__(plan_size, eps, 0, "zero", make_sa(sa_points, sa_steps, sa_early_stop))
+        self.checkpoint = check_checkpoint(checkpoint)
+        self.fine_tune = check_choice("fine_tune", fine_tune, FINE_TUNE)
+        self.fine_tune_epochs = check_int("fine_tune_epochs", fine_tune_epochs, 1)
+        self.platform = check_str("platform", platform, none=True)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -40,11 +40,11 @@ from typing import Any
 import numpy as np
 
 from agents.base import register
-from agents.model_based import ModelGuidedAgent
+from agents.model_based import ModelGuidedAgent, make_sa
 from agents.models.features import KnobFeaturizer, loop_features
 from agents.models.itervar import ItervarFeaturizer, ItervarLayout, raw_itervar
 from agents.models.xgb import FIT_MAX_ROUNDS, FIT_STOPPING_ROUNDS, XGBModel
-from agents.optimizers.sa import SimulatedAnnealing
+from tune_gym.options import OptionError, check_choice, check_int, show
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -81,18 +81,13 @@ class XGBSAAgent(ModelGuidedAgent):
                  stopping_rounds: int = FIT_STOPPING_ROUNDS, invalid: str = "zero", sa_points: int = 128,
                  sa_steps: int = 500, sa_early_stop: int = 50, n_init: int | None = None,
                  nthread: int | None = 1) -> None:
-        super().__init__(plan_size, eps, n_init, invalid,
-                         SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop))
-        if features not in FEATURES:
-            raise ValueError(f"features must be one of {', '.join(FEATURES)}, not {features!r}")
-        if loss not in ("rank", "reg"):
-            raise ValueError(f"loss must be 'rank' or 'reg', not {loss!r}")
-        self.features = features
-        self.loss = loss
-        self.num_rounds = num_rounds
-        self.max_rounds = max_rounds
-        self.stopping_rounds = stopping_rounds
-        self.nthread = nthread
+        super().__init__(plan_size, eps, n_init, invalid, make_sa(sa_points, sa_steps, sa_early_stop))
+        self.features = check_choice("features", features, FEATURES)
+        self.loss = check_choice("loss", loss, ("rank", "reg"))
+        self.num_rounds = check_int("num_rounds", num_rounds, 1, none=True)
+        self.max_rounds = check_int("max_rounds", max_rounds, 1)
+        self.stopping_rounds = check_int("stopping_rounds", stopping_rounds, 1)
+        self.nthread = check_int("nthread", nthread, 1, none=True)
 
     def new_model(self, seed: int) -> XGBModel:
         """An unfitted cost model with this agent's settings."""
@@ -168,9 +163,8 @@ class XGBTransferAgent(XGBSAAgent):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.from_catalog = records == "catalog"
-        self.record_paths = [] if self.from_catalog else [
-            Path(p) for p in ([records] if isinstance(records, (str, Path)) else records)]
-        self.min_seed_records = min_seed_records
+        self.record_paths = [] if self.from_catalog else _record_paths(records)
+        self.min_seed_records = check_int("min_seed_records", min_seed_records, 0)
 
     def make_featurizer(self, space: KnobSpace) -> Any:
         if self.features == "knob":
@@ -260,3 +254,12 @@ def _resolve(path: Path) -> Path:
     from tune_gym.datasets.catalog import data_dirs
 
     return next((d / path.name for d in data_dirs() if (d / path.name).exists()), path)
+
+
+def _record_paths(records: Any) -> list[Path]:
+    """The ``records`` option of ``xgb-sa-transfer`` as paths: a path, or a list of paths."""
+    items = [records] if isinstance(records, (str, Path)) else records
+    if not isinstance(items, (list, tuple)) or not all(isinstance(p, (str, Path)) and str(p) for p in items):
+        raise OptionError(f"records must be 'catalog', a record or dataset file, or a list of them, "
+                          f"got {show(records)}")
+    return [Path(p) for p in items]

@@ -1,4 +1,5 @@
-"""Tune-v0: the Gymnasium contract, budgets and caching, bad actions, records and resume."""
+"""Tune-v0: the Gymnasium contract, budgets and caching, bad actions, records and resume, the
+constructor's option checks, and close() being final."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import tune_gym  # noqa: F401  (registers the envs)
+from tune_gym.envs.tune_env import TuneEnv
 from tune_gym.errors import SpaceError
 
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
@@ -242,3 +244,50 @@ def test_graph_observation_takes_a_stored_template(dense_task):
     other = template_for(Task.parse("resnet18:1"))
     with pytest.raises(ValueError, match="graph_template is for conv2d_nchw on llvm, but the task .* is dense"):
         gym.make("tune_gym/Tune-v0", graph_template=other, **kwargs)
+
+
+# ---------------------------------------------------------------------- the constructor's options, close()
+REPLAY = dict(preset="compact", backend="replay", backend_options={"dataset": str(DATA)}, reward_norm=1.0)
+
+
+@pytest.mark.parametrize("name", ["budget", "batch_size"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 16.7, 16.0, True, 0, -1, "8", None])
+def test_budget_and_batch_size_must_be_integers_from_1(dense_task, name, value):
+    from tune_gym.options import OptionError
+
+    with pytest.raises(OptionError, match=f"{name} must be an integer >= 1, got ") as err:
+        TuneEnv(dense_task, **{name: value}, **REPLAY)
+    assert "\n" not in str(err.value) and repr(value) in str(err.value)
+
+
+def test_budget_and_batch_size_take_numpy_integers(dense_task):
+    env = TuneEnv(dense_task, budget=np.int64(4), batch_size=np.int32(2), **REPLAY)
+    assert (env.budget, env.batch_size) == (4, 2) and type(env.budget) is int
+    env.close()
+
+
+@pytest.mark.parametrize("backend", [None, 3, object(), ["replay"]])
+def test_a_non_backend_is_refused_by_the_constructor(dense_task, backend):
+    with pytest.raises(ValueError, match="backend must be a backend id .* or a backend object") as err:
+        TuneEnv(dense_task, preset="compact", backend=backend, reward_norm=1.0)
+    assert "\n" not in str(err.value)
+
+
+def test_close_is_final_step_and_reset_measure_and_log_nothing(dense_task, tmp_path):
+    from gymnasium.error import ClosedEnvironmentError
+
+    log = tmp_path / "run.jsonl"
+    env = gym.make("tune_gym/Tune-v0", task=dense_task, batch_size=2, budget=8, log=log, **REPLAY)
+    base = env.unwrapped
+    configs = base.space.sample_unique(np.random.default_rng(1), 4)
+    env.reset(seed=0)
+    env.step(np.array(configs[:2]))
+    env.close()
+    lines, measured = log.read_text().splitlines(), base.measured_count
+    assert len(lines) == 2
+    with pytest.raises(ClosedEnvironmentError, match=r"closed: step\(\) after close\(\)"):
+        env.step(np.array(configs[2:]))
+    with pytest.raises(ClosedEnvironmentError, match=r"closed: reset\(\) after close\(\)"):
+        env.reset(seed=0)
+    assert log.read_text().splitlines() == lines and base.measured_count == measured
+    env.close()  # closing again is allowed and does nothing

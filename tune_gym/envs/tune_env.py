@@ -62,6 +62,11 @@ episode still costs a trial in a new episode, with the same result, but is not m
 again; ``env.unwrapped.measured_count`` and ``wall_secs`` count what was really sent to the
 backend.
 
+Options are checked in the constructor (``batch_size`` and ``budget``: integers >= 1, not
+bools or floats; ``backend``: a backend id or object): a bad one is a ``ValueError`` naming it
+(:class:`tune_gym.options.OptionError`). ``close()`` is final: ``step()`` or ``reset()`` after it
+raise gymnasium's ``ClosedEnvironmentError`` and measure and record nothing.
+
 Records: with ``log=PATH`` every measurement is appended to a JSONL record file
 (:mod:`tune_gym.records`) with the reference it was normalized by, fsynced per batch. With
 ``resume=True`` the records of the same task and preset already in that file are loaded
@@ -78,12 +83,14 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.error import ClosedEnvironmentError
 
 from tune_gym.errors import SpaceError
 from tune_gym.features.task import TASK_FEATURE_DIM, task_features
 from tune_gym.measure import resolve_backend
 from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
+from tune_gym.options import check_bool, check_int
 from tune_gym.session import Trial, TuningSession
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -124,8 +131,9 @@ class TuneEnv(gym.Env):
         from tune_gym.features.primitives import default_shape
 
         self.task = task if isinstance(task, Task) else Task.parse(task)
-        if batch_size < 1 or budget < 1:
-            raise ValueError(f"batch_size ({batch_size}) and budget ({budget}) must be >= 1")
+        batch_size = check_int("batch_size", batch_size, 1)
+        budget = check_int("budget", budget, 1)
+        resume = check_bool("resume", resume)
         if action_format not in ("flat", "knobs", "index"):
             raise ValueError(f"action_format must be 'flat', 'knobs' or 'index', not {action_format!r}")
         if not isinstance(observation, str) or observation not in OBSERVATIONS:
@@ -191,6 +199,7 @@ class TuneEnv(gym.Env):
         self._encoding_limit = max(8, _ENCODING_CACHE_BYTES // max(1, entry_bytes))
         self._encodings: dict[Config, dict[str, np.ndarray]] = {}  # config -> best-config keys, see _encoding
         self._session_fresh = True  # the session's first run (with resumed records) not yet used
+        self.closed = False  # set by close(): no step or reset after it
         self._clear_last()
 
     # ------------------------------------------------------------------ helpers
@@ -354,6 +363,7 @@ class TuneEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]
         """Start an episode (a tuning run). The first one starts with the resumed records as
         its trials (``info["resumed"]``); later ones start empty and reuse measurements."""
+        self._check_open("reset")
         super().reset(seed=seed)
         self._clear_last()
         trials = self.session.trials if self._session_fresh else self.session.new_run()
@@ -361,6 +371,7 @@ class TuneEnv(gym.Env):
         return self._obs(), self._info(resumed=len(trials), new_trials=tuple(trials))
 
     def step(self, action: Any):  # type: ignore[override]
+        self._check_open("step")
         table = self._decode(action)
         configs = _configs(table)
         before = self.session.best_gflops
@@ -384,10 +395,21 @@ class TuneEnv(gym.Env):
                 f"({gflops / self.reference_gflops:.2f}x reference) {self.space.to_dict(cfg) if cfg else ''}")
 
     def close(self) -> None:
+        """End the env for good: close the record file and a backend made by the env. A closed
+        env measures and records nothing more (``step`` and ``reset`` raise); closing it again
+        does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         self.session.close()
         if self._owns_backend:
             self.backend.close()
         super().close()
+
+    def _check_open(self, call: str) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"Tune-v0 for {self.task.uri} is closed: {call}() after close() measures "
+                                         f"and records nothing; make a new env")
 
 
 def _check_reward_norm(reward_norm: Any) -> None:

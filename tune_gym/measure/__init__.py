@@ -7,15 +7,17 @@ from typing import Any
 
 from tune_gym.measure.base import Backend
 from tune_gym.measure.result import ERROR_KINDS, MeasureResult
+from tune_gym.options import OptionError, show
 
-__all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "make_backend", "resolve_backend"]
+__all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "is_backend", "make_backend", "resolve_backend"]
 
 #: Backend ids :func:`make_backend` knows.
 BACKENDS = ("live", "replay", "surrogate", "vta-sim", "rpc")
 
 
 def make_backend(name: str, **options: Any) -> Backend:
-    """A backend by short id.
+    """A backend by short id. Options are checked here (type and range): a bad one is an
+    :class:`~tune_gym.options.OptionError` naming it, before anything is measured.
 
     * ``live``: real builds and timing; options: :class:`LiveConfig` fields.
     * ``replay``: recorded results (:class:`ReplayBackend`); options ``dataset``: dataset or
@@ -45,26 +47,31 @@ def make_backend(name: str, **options: Any) -> Backend:
 
         unknown = set(options) - {"dataset", "fallback", "fallback_options"}
         if unknown:
-            raise ValueError(f"replay backend_options are 'dataset', 'fallback' and 'fallback_options', "
-                             f"not {sorted(unknown)}")
+            raise OptionError(f"replay backend_options are 'dataset', 'fallback' and 'fallback_options', "
+                              f"not {sorted(unknown)}")
         dataset, fallback = options.get("dataset"), options.get("fallback")
-        fallback_options = dict(options.get("fallback_options") or {})
+        fallback_options = options.get("fallback_options") or {}
+        if not isinstance(fallback_options, dict):
+            raise OptionError(f"replay fallback_options must be a dict of options, got {show(fallback_options)}")
         if isinstance(fallback, str):
             if fallback == "surrogate":
                 fallback = make_backend("surrogate", dataset=dataset, **fallback_options)
             elif fallback == "live":
                 fallback = make_backend("live", **fallback_options)
             else:
-                raise ValueError(f"replay fallback {fallback!r}: give 'surrogate', 'live' or a backend object")
+                raise OptionError(f"replay fallback {fallback!r}: give 'surrogate', 'live' or a backend object")
         elif fallback_options:
-            raise ValueError("replay fallback_options apply only when fallback is given by id")
+            raise OptionError("replay fallback_options apply only when fallback is given by id")
+        elif fallback is not None and not is_backend(fallback):
+            raise OptionError(f"replay fallback must be 'surrogate', 'live', a backend object or None, "
+                              f"got {show(fallback)}")
         return ReplayBackend(dataset, fallback=fallback)
     if name == "surrogate":
         from tune_gym.measure.surrogate import SurrogateBackend
 
         unknown = set(options) - {"dataset", "seed", "noise"}
         if unknown:
-            raise ValueError(f"surrogate backend_options are 'dataset', 'seed' and 'noise', not {sorted(unknown)}")
+            raise OptionError(f"surrogate backend_options are 'dataset', 'seed' and 'noise', not {sorted(unknown)}")
         return SurrogateBackend(options.get("dataset"), seed=options.get("seed", 0), noise=options.get("noise", True))
     if name == "vta-sim":
         from tune_gym.vta.backend import VTASimBackend
@@ -74,14 +81,29 @@ def make_backend(name: str, **options: Any) -> Backend:
         from tune_gym.measure.rpc import RPCBackend
 
         return RPCBackend(**options)
-    raise ValueError(f"unknown backend {name!r}; known backends: {', '.join(BACKENDS)}")
+    raise OptionError(f"unknown backend {show(name)}; known backends: {', '.join(BACKENDS)}")
+
+
+def is_backend(obj: Any) -> bool:
+    """Whether ``obj`` is a backend object: it has ``measure`` and ``close`` methods (:class:`Backend`)."""
+    return callable(getattr(obj, "measure", None)) and callable(getattr(obj, "close", None))
 
 
 def resolve_backend(backend: str | Backend, options: dict[str, Any] | None = None) -> tuple[Backend, bool]:
     """``(backend, made here)``: a backend given by id is built with ``options`` (the caller
-    owns it and closes it); a backend object is used as it is."""
+    owns it and closes it); a backend object is used as it is.
+
+    Raises:
+        OptionError: ``backend`` is neither a known id nor a backend object, or ``options`` is
+            not a dict, or options come with an object.
+    """
+    if options is not None and not isinstance(options, dict):
+        raise OptionError(f"backend_options must be a dict of options or None, got {show(options)}")
     if isinstance(backend, str):
         return make_backend(backend, **(options or {})), True
+    if not is_backend(backend):
+        raise OptionError(f"backend must be a backend id ({', '.join(BACKENDS)}) or a backend object with "
+                          f"measure() and close(), got {show(backend)}")
     if options:
-        raise ValueError("backend_options apply only when backend is given by name")
+        raise OptionError("backend_options apply only when backend is given by name")
     return backend, False

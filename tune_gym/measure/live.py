@@ -18,6 +18,13 @@ Design:
       transform is not timed. The check runs that same kernel on the packed copy of the
       inputs PyTorch gets.
 
+Built kernels live in one directory per backend, ``<tmp>/tune_gym_<pid>_<random>``
+(:class:`WorkDir`), removed by :meth:`LiveBackend.close`. The directory survives no owner: a
+small guard process removes it as soon as the owning process is gone, even by ``SIGKILL``, and
+the next backend to start removes any such directory whose owner is dead (if the guard was
+killed too). Worker processes die with the process that started them (``PR_SET_PDEATHSIG`` on
+Linux, :func:`tune_gym.measure.workers.init_worker`).
+
 MetaSchedule's ``LocalBuilder`` was not used: it starts a fresh process pool for every
 batch, and each fresh worker imports TVM's tensor intrinsics (tens of seconds on this
 machine), which would dominate the measurement time.
@@ -25,37 +32,56 @@ machine), which would dominate the measurement time.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import IO, Any, Self, TypeVar
 
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import OptionError, check_bool, check_float, check_int, check_keys, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.targets import host_cores
 from tune_gym.tasks.task import Task
 
-__all__ = ["BuiltBatch", "LiveBackend", "LiveConfig", "ProcessBackend", "build_batch", "error_message",
-           "make_build_pool"]
+__all__ = ["ADAPTIVE_OPTIONS", "BuiltBatch", "LiveBackend", "LiveConfig", "ProcessBackend", "WorkDir", "build_batch",
+           "error_message", "make_build_pool", "sweep_workdirs"]
+
+#: Options of the adaptive evaluator (:func:`tune_gym.measure.adaptive.adaptive_costs`), each
+#: with its check: ``LiveConfig.adaptive`` takes a dict of some of them.
+ADAPTIVE_OPTIONS: dict[str, Callable[[str, Any], Any]] = {
+    "micro_batch": lambda name, v: check_int(name, v, 1),
+    "max_runs": lambda name, v: check_int(name, v, 1),
+    "cv_threshold": lambda name, v: check_float(name, v, 0, low_open=True),
+    "min_batches": lambda name, v: check_int(name, v, 1),
+}
 
 
 @dataclass
 class LiveConfig:
-    """Settings of the live backend.
+    """Settings of the live backend, checked when made (:meth:`validate`): a bad value is an
+    :class:`~tune_gym.options.OptionError` before anything is built or measured.
 
     Attributes:
-        number: kernel calls averaged into one cost.
-        repeat: costs recorded per config.
-        min_repeat_ms: each repeat lasts at least this long (``number`` grows to fit).
+        number: kernel calls averaged into one cost (an integer >= 1).
+        repeat: costs recorded per config (an integer >= 1).
+        min_repeat_ms: each repeat lasts at least this long (``number`` grows to fit; an
+            integer >= 0).
         flush_cache: flush the CPU cache before each repeat (TVM's cache_flush preproc).
-        build_workers: parallel build processes (default: the host's core count).
-        build_timeout: seconds before a build is killed.
-        run_timeout: seconds before a timing run is killed.
+        build_workers: parallel build processes (an integer >= 1; default: the host's core count).
+        build_timeout: seconds before a build is killed (a finite number > 0).
+        run_timeout: seconds before a timing run is killed (a finite number > 0).
         check_correctness: compare the first running kernel of each task with PyTorch.
         adaptive: AdaTune's adaptive evaluator instead of fixed repeats (None = off); a dict
-            of :func:`tune_gym.measure.adaptive.adaptive_costs` options.
-        recycle_after: jobs per worker process before it is restarted.
-        seed: seed of the random inputs.
+            of :func:`tune_gym.measure.adaptive.adaptive_costs` options (:data:`ADAPTIVE_OPTIONS`).
+        recycle_after: jobs per worker process before it is restarted (an integer >= 1).
+        seed: seed of the random inputs (an integer >= 0).
     """
 
     number: int = 1
@@ -70,11 +96,32 @@ class LiveConfig:
     recycle_after: int = 256
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field, type and range, and normalize it (``OptionError`` names the first
+        bad one: ``"LiveConfig: repeat must be an integer >= 1, got 0"``)."""
+        who = type(self).__name__
+        for name in ("number", "repeat", "recycle_after"):
+            setattr(self, name, check_int(f"{who}: {name}", getattr(self, name), 1))
+        self.min_repeat_ms = check_int(f"{who}: min_repeat_ms", self.min_repeat_ms, 0)
+        self.seed = check_int(f"{who}: seed", self.seed, 0)
+        self.build_workers = check_int(f"{who}: build_workers", self.build_workers, 1, none=True)
+        for name in ("build_timeout", "run_timeout"):
+            setattr(self, name, check_float(f"{who}: {name}", getattr(self, name), 0, low_open=True))
+        self.flush_cache = check_bool(f"{who}: flush_cache", self.flush_cache)
+        self.check_correctness = check_bool(f"{who}: check_correctness", self.check_correctness)
+        self.adaptive = _adaptive_options(who, self.adaptive)
+
     @property
     def run_limit(self) -> float:
         """Seconds a timing run may take: ``run_timeout``, or at least 180 s with the adaptive
         evaluator (up to 500 runs of a slow kernel)."""
         return self.run_timeout if self.adaptive is None else max(self.run_timeout, 180.0)
+
+
+_Config = TypeVar("_Config", bound=LiveConfig)
 
 
 class ProcessBackend:
@@ -85,13 +132,14 @@ class ProcessBackend:
         raise NotImplementedError
 
     @staticmethod
-    def _configured(config: Any, overrides: dict[str, Any], who: str) -> Any:
-        """``config`` with keyword ``overrides`` set on it; an unknown option is a TypeError."""
-        for key, value in overrides.items():
-            if not hasattr(config, key):
-                raise TypeError(f"{who}: unknown option {key!r}")
-            setattr(config, key, value)
-        return config
+    def _configured(config: _Config | None, kind: type[_Config], overrides: dict[str, Any], who: str) -> _Config:
+        """A copy of ``config`` (default ``kind()``) with keyword ``overrides``, every field
+        checked (:meth:`LiveConfig.validate`, also fields set on ``config`` after it was made);
+        an unknown option or a bad value is an :class:`OptionError` naming it."""
+        if config is not None and not isinstance(config, kind):
+            raise OptionError(f"{who}: config must be a {kind.__name__}, got {type(config).__name__}")
+        check_keys(who, overrides, [f.name for f in dataclasses.fields(kind)])
+        return dataclasses.replace(config, **overrides) if config is not None else kind(**overrides)
 
     def __deepcopy__(self, memo: dict) -> Self:
         return self
@@ -121,9 +169,10 @@ class LiveBackend(ProcessBackend):
     name = "live"
 
     def __init__(self, config: LiveConfig | None = None, **overrides: Any) -> None:
-        self.config = self._configured(config or LiveConfig(), overrides, "LiveBackend")
+        self.config = self._configured(config, LiveConfig, overrides, "LiveBackend")
         self._build_pool: Any = None
         self._run_pool: Any = None
+        self._workdir: WorkDir | None = None
         self._checked: set[str] = set()
 
     @property
@@ -139,9 +188,10 @@ class LiveBackend(ProcessBackend):
             from tune_gym.measure.workers import init_worker
 
             c = self.config
-            self._build_pool = make_build_pool(c.build_workers, c.build_timeout, c.recycle_after)
+            self._workdir = WorkDir()
+            self._build_pool = make_build_pool(c.build_workers, c.build_timeout, c.recycle_after, self._workdir.path)
             self._run_pool = PopenPoolExecutor(
-                max_workers=1, timeout=self.run_timeout, initializer=init_worker,
+                max_workers=1, timeout=self.run_timeout, initializer=init_worker, initargs=(None, os.getpid()),
                 maximum_process_uses=c.recycle_after,
             )
         return self._build_pool, self._run_pool
@@ -151,6 +201,9 @@ class LiveBackend(ProcessBackend):
             if pool is not None:
                 pool.shutdown(wait=False)
         self._build_pool = self._run_pool = None
+        if self._workdir is not None:
+            self._workdir.close()
+            self._workdir = None
 
     # ------------------------------------------------------------------ measurement
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
@@ -229,14 +282,16 @@ class BuiltBatch:
         return [r for r in self.results if r is not None]
 
 
-def make_build_pool(workers: int | None, timeout: float, recycle_after: int) -> Any:
-    """TVM's ``PopenPoolExecutor`` of build workers (``workers``: default the host's cores)."""
+def make_build_pool(workers: int | None, timeout: float, recycle_after: int, workdir: str | None = None) -> Any:
+    """TVM's ``PopenPoolExecutor`` of build workers (``workers``: default the host's cores) that
+    write their kernels under ``workdir`` (a :class:`WorkDir`'s path; ``None``: the system's
+    temporary directory) and die with this process."""
     from tvm.support.popen_pool import PopenPoolExecutor
 
     from tune_gym.measure.workers import init_worker
 
-    return PopenPoolExecutor(max_workers=workers or host_cores(), timeout=timeout,
-                             initializer=init_worker, maximum_process_uses=recycle_after)
+    return PopenPoolExecutor(max_workers=workers or host_cores(), timeout=timeout, initializer=init_worker,
+                             initargs=(workdir, os.getpid()), maximum_process_uses=recycle_after)
 
 
 def build_batch(pool: Any, task: Task, space: KnobSpace, configs: Sequence[Config], build_timeout: float) -> BuiltBatch:
@@ -285,3 +340,131 @@ def error_message(err: Any) -> str:
     text = str(err).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return "\n".join(lines[-6:])[:2000] or type(err).__name__
+
+
+def _adaptive_options(who: str, adaptive: Any) -> dict[str, Any] | None:
+    """``LiveConfig.adaptive`` checked: ``None``, or a dict of :data:`ADAPTIVE_OPTIONS` (copied)."""
+    if adaptive is None:
+        return None
+    if not isinstance(adaptive, dict):
+        raise OptionError(f"{who}: adaptive must be None or a dict of {', '.join(ADAPTIVE_OPTIONS)} "
+                          f"(all optional), got {show(adaptive)}")
+    check_keys(f"{who}: adaptive", adaptive, ADAPTIVE_OPTIONS)
+    return {key: ADAPTIVE_OPTIONS[key](f"{who}: adaptive {key}", value) for key, value in adaptive.items()}
+
+
+#: Names of :class:`WorkDir` directories: ``tune_gym_<owner pid>_<random>``.
+_WORKDIR_NAME = re.compile(r"tune_gym_(\d+)_[A-Za-z0-9_]+")
+#: The file of a :class:`WorkDir` its owner holds an exclusive ``flock`` on.
+_OWNER_LOCK = ".owner.lock"
+#: The guard process of a :class:`WorkDir` (plain Python): it waits for its stdin to close (the
+#: owner closed it, or died, however), then removes the directory, again while a worker that is
+#: being killed with the owner still writes into it.
+_GUARD = """\
+import os, shutil, sys, time
+sys.stdin.buffer.read()
+for _ in range(50):
+    shutil.rmtree(sys.argv[1], ignore_errors=True)
+    if not os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.1)
+"""
+
+
+class WorkDir:
+    """A directory for built kernels that does not outlive the process that made it.
+
+    ``<tmp>/tune_gym_<pid>_<random>`` (``tmp``: the system's temporary directory, ``TMPDIR``).
+    The owner holds an exclusive ``flock`` on its ``.owner.lock`` for its life. A guard process
+    (started in its own session, so a Ctrl-C of the terminal does not reach it) reads a pipe from
+    the owner and removes the directory when the pipe closes: at :meth:`close`, or when the
+    owner dies, ``SIGKILL`` included. Each new WorkDir first runs :func:`sweep_workdirs`, which
+    removes the directories of dead owners whose guard was killed too.
+    """
+
+    def __init__(self, tmp: str | None = None) -> None:
+        tmp = tmp or tempfile.gettempdir()
+        sweep_workdirs(tmp)
+        self.path = tempfile.mkdtemp(prefix=f"tune_gym_{os.getpid()}_", dir=tmp)
+        self._lock: IO[str] | None = open(os.path.join(self.path, _OWNER_LOCK), "w")  # noqa: SIM115 - held for life
+        _flock(self._lock, blocking=True)
+        self.guard: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, "-c", _GUARD, self.path], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def close(self) -> None:
+        """Remove the directory and end the guard (a second call does nothing)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            if guard.stdin is not None:
+                guard.stdin.close()
+            try:
+                guard.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:  # pragma: no cover - it exits once the pipe is closed
+                pass
+
+
+def sweep_workdirs(tmp: str | None = None) -> list[str]:
+    """Remove the :class:`WorkDir` directories under ``tmp`` (default: the system's temporary
+    directory) whose owner process is dead and whose lock nobody holds; returns their paths."""
+    tmp = tmp or tempfile.gettempdir()
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        match = _WORKDIR_NAME.fullmatch(name)
+        path = os.path.join(tmp, name)
+        if match is None or _alive(int(match.group(1))) or not os.path.isdir(path):
+            continue
+        try:
+            lock = open(os.path.join(path, _OWNER_LOCK))  # noqa: SIM115 - closed below
+        except FileNotFoundError:  # made before its lock: nobody can hold it
+            lock = None
+        except OSError:
+            continue
+        try:
+            if lock is None or _flock(lock, blocking=False):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        finally:
+            if lock is not None:
+                lock.close()
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists here and is not a zombie."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except (OverflowError, ValueError):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):  # no procfs: kill(pid, 0) answered
+        return True
+
+
+def _flock(file: IO[Any], blocking: bool) -> bool:
+    """Take an exclusive ``flock`` on ``file``; False when another process holds it (non-blocking)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock on this OS: the owner's pid alone decides
+        return True
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True

@@ -62,16 +62,18 @@ from tune_gym.measure.live import (
     BuiltBatch,
     LiveConfig,
     ProcessBackend,
+    WorkDir,
     build_batch,
     error_message,
     make_build_pool,
 )
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import check_callable, check_float, check_int, check_str
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["LoopbackDevices", "RPCBackend", "RPCConfig", "RemoteDevice", "TrackerError", "devices_of",
-           "tracker_summary"]
+           "tracker_address", "tracker_summary"]
 
 
 class TrackerError(TuneGymError):
@@ -83,7 +85,8 @@ class RPCConfig(LiveConfig):
     """Settings of the RPC backend: the :class:`LiveConfig` fields (timing: ``number``,
     ``repeat``, ``min_repeat_ms``, ``flush_cache``, ``adaptive``; builds: ``build_workers``,
     ``build_timeout``, ``recycle_after``; ``check_correctness``, ``seed``; ``run_timeout`` is
-    per config on a device, upload and load included), and:
+    per config on a device, upload and load included), and the ones below; all are checked
+    when the config is made (:meth:`validate`).
 
     Attributes:
         tracker: the tracker's address, ``"host:port"``.
@@ -107,6 +110,32 @@ class RPCConfig(LiveConfig):
     connect_timeout: float = 5.0
     priority: int = 1
     on_result: Callable[[RemoteDevice, int, MeasureResult], None] | None = None
+
+    def validate(self) -> None:
+        """Check the :class:`LiveConfig` fields and these (``OptionError`` names the first bad one;
+        a malformed ``tracker`` is a :class:`TrackerError`)."""
+        super().validate()
+        who = type(self).__name__
+        tracker_address(check_str(f"{who}: tracker", self.tracker))
+        self.key = check_str(f"{who}: key", self.key)
+        self.devices = check_int(f"{who}: devices", self.devices, 1, none=True)
+        self.session_timeout = check_float(f"{who}: session_timeout", self.session_timeout, 0)
+        for name in ("request_timeout", "connect_timeout"):
+            setattr(self, name, check_float(f"{who}: {name}", getattr(self, name), 0, low_open=True))
+        self.priority = check_int(f"{who}: priority", self.priority)
+        check_callable(f"{who}: on_result", self.on_result)
+
+
+def tracker_address(text: str) -> tuple[str, int]:
+    """``(host, port)`` of a tracker address ``"host:port"``.
+
+    Raises:
+        TrackerError: ``text`` is not ``host:port`` with a port in [1, 65535].
+    """
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise TrackerError(f"tracker {text!r}: give the tracker's address as host:port")
+    return host, int(port)
 
 
 @dataclass(frozen=True)
@@ -135,15 +164,11 @@ class RPCBackend(ProcessBackend):
     name = "rpc"
 
     def __init__(self, config: RPCConfig | None = None, **overrides: Any) -> None:
-        self.config = self._configured(config or RPCConfig(), overrides, "RPCBackend")
+        self.config = self._configured(config, RPCConfig, overrides, "RPCBackend")
         c = self.config
-        host, sep, port = str(c.tracker).rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise TrackerError(f"tracker {c.tracker!r}: give the tracker's address as host:port")
-        if c.devices is not None and c.devices < 1:
-            raise TrackerError(f"devices must be >= 1 (or None for every free one), got {c.devices}")
-        self.host, self.port = host, int(port)
+        self.host, self.port = tracker_address(c.tracker)
         self._build_pool: Any = None
+        self._workdir: WorkDir | None = None
         self._checked: set[str] = set()
         self._lock = threading.Lock()
         summary = self.summary()
@@ -175,12 +200,16 @@ class RPCBackend(ProcessBackend):
         if self._build_pool is not None:
             self._build_pool.shutdown(wait=False)
             self._build_pool = None
+        if self._workdir is not None:
+            self._workdir.close()
+            self._workdir = None
 
     # ------------------------------------------------------------------ measurement
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
         c = self.config
         if self._build_pool is None:
-            self._build_pool = make_build_pool(c.build_workers, c.build_timeout, c.recycle_after)
+            self._workdir = WorkDir()
+            self._build_pool = make_build_pool(c.build_workers, c.build_timeout, c.recycle_after, self._workdir.path)
         batch = build_batch(self._build_pool, task, space, configs, c.build_timeout)
         try:
             if batch.built:

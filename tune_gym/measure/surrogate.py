@@ -68,6 +68,7 @@ import numpy as np
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import check_bool, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -412,8 +413,8 @@ class SurrogateBackend:
     name = "surrogate"
 
     def __init__(self, dataset: Any = None, seed: int = 0, noise: bool = True) -> None:
-        self.seed = int(seed)
-        self.noise = bool(noise)
+        self.seed = check_int("surrogate: seed", seed, 0)
+        self.noise = check_bool("surrogate: noise", noise)
         from tune_gym.datasets.source import DataSource
 
         self.data = DataSource(dataset, "surrogate")

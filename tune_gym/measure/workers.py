@@ -1,7 +1,9 @@
 """Functions that run inside measurement worker processes (never in the tuning process).
 
 They are sent to TVM's ``PopenPoolExecutor`` workers: a crash or hang here kills only the
-worker, which the pool restarts lazily, and the caller records the config as failed.
+worker, which the pool restarts lazily, and the caller records the config as failed. Workers
+die with the process that started them (:func:`die_with_parent`) and write their kernels under
+its :class:`~tune_gym.measure.live.WorkDir`.
 
 Pre-packed weights (a task's ``weights=packed``): a scheduled module then holds one
 preprocessing block per rewritten weight (annotated ``meta_schedule.layout_rewrite_preproc``,
@@ -19,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import sys
 import tempfile
 from typing import Any
 
@@ -26,8 +29,8 @@ import numpy as np
 
 from tune_gym.space import LAYOUT_REWRITE_PREPROC
 
-__all__ = ["CACHED_PACKS", "Pack", "build_artifact", "init_worker", "measure_kernel", "pack_weight", "reference_output",
-           "run_artifact", "weight_packs"]
+__all__ = ["CACHED_PACKS", "Pack", "build_artifact", "die_with_parent", "init_worker", "measure_kernel", "pack_weight",
+           "reference_output", "run_artifact", "weight_packs"]
 
 #: One weight layout rewrite: ``(input index, packed shape, index expressions)``. Each index
 #: expression gives one packed coordinate from the weight's coordinates as a tree of tuples:
@@ -39,9 +42,43 @@ CACHED_PACKS = 8
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "floordiv", "FloorMod": "floormod"}
 
 
-def init_worker() -> None:
-    """Import TVM once per worker (the pool calls this before the first job)."""
+#: Where :func:`build_artifact` writes kernels in this worker (set by :func:`init_worker`;
+#: ``None``: the system's temporary directory).
+_WORKDIR: str | None = None
+#: ``prctl`` option: the signal this process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def init_worker(workdir: str | None = None, parent: int | None = None) -> None:
+    """Prepare a worker (the pool calls this before the first job): die with process ``parent``
+    (the one that started this worker; ``None``: do not), build kernels under ``workdir``, and
+    import TVM once."""
+    global _WORKDIR
+    if parent is not None:
+        die_with_parent(parent)
+    _WORKDIR = workdir
     import tvm  # noqa: F401
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this process get ``SIGKILL`` when the thread that started it ends (its owner process
+    ``parent`` died, or shut its pool down): ``prctl(PR_SET_PDEATHSIG)`` on Linux; elsewhere
+    nothing (a worker then ends when it next reads from its closed pipe). Exits at once when
+    ``parent`` is already gone (it died before the signal was set up, so none would come)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:  # pragma: no cover - never fails on Linux
+        return
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        os._exit(1)
+    except PermissionError:  # pragma: no cover - the parent is this user's
+        pass
 
 
 def _index_expr(expr: Any, axes: list[Any]) -> Any:
@@ -145,7 +182,8 @@ def build_artifact(job: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
         job: ``(IRModule, resolved target dict)``.
 
     Returns:
-        ``{"path": the .so file (in a fresh temporary directory the runner deletes), "args":
+        ``{"path": the .so file (in a fresh directory under the backend's
+        :class:`~tune_gym.measure.live.WorkDir`, which the runner deletes), "args":
         [(shape, dtype)] of the kernel's arguments (packed shapes for packed weights, as
         MetaSchedule's ``ArgInfo`` reports them), "packs": [Pack]}``.
     """
@@ -161,7 +199,9 @@ def build_artifact(job: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
         if args[index][0] != shape:
             raise ValueError(f"input {index}: packed shape {shape} but the built kernel takes {args[index][0]}")
     lib = tvm.compile(mod, target=tvm.target.Target(target))
-    path = os.path.join(tempfile.mkdtemp(prefix="tune_gym_"), "kernel.so")
+    if _WORKDIR is not None:  # made again if something (a /tmp cleaner) removed it under a live owner
+        os.makedirs(_WORKDIR, exist_ok=True)
+    path = os.path.join(tempfile.mkdtemp(prefix="kernel_" if _WORKDIR else "tune_gym_", dir=_WORKDIR), "kernel.so")
     lib.export_library(path)
     return {"path": path, "args": args, "packs": packs}
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import OptionError, check_float, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 from tune_gym.vta.hardware import VTAHardware
@@ -54,10 +55,12 @@ class VTASimBackend:
     def __init__(self, timing: VTATiming | None = None, **options: Any) -> None:
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
-            raise ValueError(f"vta-sim backend options are {', '.join(OPTIONS)}, not {unknown}")
+            raise OptionError(f"vta-sim backend options are {', '.join(OPTIONS)}, not {unknown}")
         if timing is not None and options:
-            raise ValueError("give the vta-sim timing either as a VTATiming or as options, not both")
-        self.timing = timing or VTATiming(**options)
+            raise OptionError("give the vta-sim timing either as a VTATiming or as options, not both")
+        if timing is not None and not isinstance(timing, VTATiming):
+            raise OptionError(f"vta-sim timing must be a VTATiming, got {type(timing).__name__}")
+        self.timing = timing or VTATiming(**{name: _checked(name, value) for name, value in options.items()})
 
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
         """Simulate ``configs`` of a ``vta`` task (its space must be a VTASpace)."""
@@ -90,3 +93,15 @@ class VTASimBackend:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _checked(name: str, value: Any) -> Any:
+    """A :class:`VTATiming` option checked by its field's type: counts are integers (``sim_steps``
+    >= 1, the rest >= 0), rates finite numbers (``clock_mhz`` and ``dram_bytes_per_cycle`` > 0)."""
+    if _FIELD_TYPES[name] == "int":
+        return check_int(f"vta-sim: {name}", value, 1 if name == "sim_steps" else 0)
+    positive = name in ("clock_mhz", "dram_bytes_per_cycle")
+    return check_float(f"vta-sim: {name}", value, 0, low_open=positive)
+
+
+_FIELD_TYPES = {f.name: str(f.type) for f in fields(VTATiming)}
