@@ -320,16 +320,18 @@ def test_jsonl_append_json_one_shot(tmp_path):
     append_json(path, {"n": 1})
     with open(path, "a") as f:
         f.write('{"n": 2, "x": [1, 2')  # a killed writer
-    append_json(path, {"n": 3})
-    with pytest.warns(UserWarning, match=":2:"):
-        assert [v["n"] for _, v in read_jsonl(path)] == [1, 3]
+    with pytest.warns(UserWarning, match=":2: skipping a truncated line"):
+        assert [v["n"] for _, v in read_jsonl(path)] == [1]
+    with pytest.warns(UserWarning, match=":2: cut off a truncated last line"):
+        append_json(path, {"n": 3})
+    assert [v["n"] for _, v in read_jsonl(path)] == [1, 3]
     with JsonlAppender(path), pytest.raises(JsonlError, match="being written by another writer"):
         append_json(path, {"n": 4})
     with pytest.raises(ValueError, match="Out of range float values"):
         append_json(path, {"n": math.nan})
     append_json(path, {"n": math.inf}, allow_nan=True)
     assert path.read_text().splitlines()[-1] == '{"n": Infinity}'
-    assert len(path.read_text().splitlines()) == 4
+    assert len(path.read_text().splitlines()) == 3
 
 
 # ---------------------------------------------------------------------- the reader, mutated
@@ -431,3 +433,16 @@ def test_mutated_lines_read_exactly_or_fail_naming_the_line(dense_space, case, s
     assert len(records) == 3 and records[1].to_json() == said  # nothing converted or filled in
     if json.loads(line) == original:
         assert records[1] == Record.from_json(original)
+
+
+@pytest.mark.parametrize("tail,kept", [('{"n": 2}', True), ('{"n": 2}}', True), ('{"n": 2, "x": "ab', False)])
+def test_jsonl_appender_cuts_only_a_torn_last_line(tmp_path, tail, kept):
+    """A complete value that lost only its newline, and a corrupt line, stay for readers to see;
+    only an unfinished JSON text (what a kill leaves) is cut off."""
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"n": 1}\n' + tail)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        append_json(path, {"n": 3})
+    assert path.read_text() == '{"n": 1}\n' + (tail + "\n" if kept else "") + '{"n": 3}\n'
+    assert any("cut off a truncated last line" in str(w.message) for w in caught) != kept

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from agents.base import Agent, NotApplicable, register
 from benchmarks.leaderboard.report import compute
-from benchmarks.leaderboard.results import ResultsError, read_results, scan_results
+from benchmarks.leaderboard.results import ResultsError, ResultsFile, read_results, scan_results
 from benchmarks.leaderboard.runner import run_suite
 from benchmarks.leaderboard.suite import RunSpec, Suite, load_suite
 from benchmarks.leaderboard.validate import _Checker, validate
@@ -355,7 +355,7 @@ def test_a_corrupt_run_line_fails_validate_naming_file_and_line(env, tmp_path):
     runs: list[Any] = _runs(lines)
     runs[2] = lines[3][: len(lines[3]) // 2]  # torn in the middle of the file
     path = _write(tmp_path, lines[0], runs)
-    _fails(path, f"{path}:4: not JSON")
+    _fails(path, f"{path}:4: invalid JSON")
     with pytest.warns(UserWarning, match=":4: skipping a torn line"):  # the leaderboard still reads the rest
         assert len(read_results(path)[1]) == 7
     runs[2] = "[1, 2]"  # JSON, but not a run: the reader names it too
@@ -365,13 +365,33 @@ def test_a_corrupt_run_line_fails_validate_naming_file_and_line(env, tmp_path):
         read_results(path)
 
 
-def test_a_torn_last_line_is_skipped_by_the_writer_but_fails_validate(env, tmp_path):
+def test_a_torn_last_line_fails_validate_until_the_resumed_bench_cuts_it_off(env, tmp_path):
     out, lines = env
     path = tmp_path / "torn.jsonl"
     path.write_text("\n".join(lines) + "\n" + lines[1][:40])
     with pytest.warns(UserWarning, match="skipping a torn line"):
         assert len(read_results(path)[1]) == 8
-    _fails(path, f"{path}:10: not JSON")
+    _fails(path, f"{path}:10: ")
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    with pytest.warns(UserWarning, match=":10: cut off a truncated last line"):
+        results = ResultsFile.open(path, load_suite(tmp_path / "tiny.toml"))
+    results.close()
+    assert path.read_text() == "\n".join(lines) + "\n"  # the resumed bench has nothing left to run
+    assert validate(path, rerun=0).ok
+
+
+def test_one_writer_per_results_file_and_only_results_files(env, tmp_path):
+    _, lines = env
+    path = _write(tmp_path, lines[0], _runs(lines))
+    (tmp_path / "tiny.toml").write_text(SUITE)
+    suite = load_suite(tmp_path / "tiny.toml")
+    with ResultsFile.open(path, suite), pytest.raises(ResultsError, match="being written by another writer"):
+        ResultsFile.open(path, suite)  # a second bench on the same file stops before running anything
+    log = tmp_path / "records.jsonl"
+    log.write_text(DATA.read_text().splitlines()[0] + "\n")
+    with pytest.raises(ResultsError, match="line 1 is not a tune_gym-bench-results header"):
+        ResultsFile.open(log, suite)
+    assert log.read_text() == DATA.read_text().splitlines()[0] + "\n"
 
 
 @pytest.mark.parametrize("header,needle", [

@@ -6,8 +6,10 @@ results files are such files; this module is what writes and reads them.
 Writing (:class:`JsonlAppender`, :func:`append_json`): the file is opened with ``O_APPEND``
 and every batch of lines goes out in one ``write`` followed by ``fsync``, so a process killed
 at any moment loses at most the batch being written, and what it leaves behind is at worst a
-torn (truncated) last line. The next appender starts a fresh line after it, so the torn line
-stays recognisable when it is no longer the last one.
+torn (truncated) last line. The next appender, holding the lock (so no writer is mid-line),
+cuts that line off with a warning before it writes; a last line that is a complete value and
+lacks only its newline is kept, and any other unterminated last line is left for readers to
+report, with the new lines starting on a fresh line after it.
 
 Locking: an appender holds an exclusive advisory lock, ``fcntl.flock(LOCK_EX | LOCK_NB)``, on
 the file itself for as long as it is open, so a second appender of the same file (another
@@ -38,7 +40,8 @@ from typing import Any
 
 from tune_gym.errors import TuneGymError
 
-__all__ = ["MAX_LINE_BYTES", "JsonlAppender", "JsonlError", "append_json", "first_value", "is_torn", "read_jsonl"]
+__all__ = ["MAX_LINE_BYTES", "JsonlAppender", "JsonlError", "append_json", "first_value", "is_torn", "read_jsonl",
+           "scan_jsonl"]
 
 #: The longest line :func:`first_value` reads when it looks for a file's first value.
 MAX_LINE_BYTES = 16 << 20
@@ -84,6 +87,25 @@ def _decode(raw: bytes) -> tuple[Any, str | None, bool]:
         return None, f"invalid JSON ({type(err).__name__}: {str(err)[:80]})", False
 
 
+def scan_jsonl(path: str | os.PathLike[str], *,
+               error: ErrorFactory = JsonlError) -> Iterator[tuple[int, Any, str | None, bool]]:
+    """Yield ``(line number from 1, value, why it is not one JSON value or None, torn)`` of every
+    non-blank line of ``path``, leaving it to the caller what to do with a bad line.
+
+    Raises:
+        ``error("FILE: ...")`` when the file cannot be opened.
+    """
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors become one line
+    except OSError as err:
+        raise error(f"{path}: cannot read ({err.strerror})") from None
+    with f:
+        for number, raw in enumerate(f, start=1):
+            raw = raw.rstrip(b"\n")
+            if raw.strip():
+                yield number, *_decode(raw)
+
+
 def read_jsonl(path: str | os.PathLike[str], *, strict: bool = False,
                error: ErrorFactory = JsonlError) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number from 1, value)`` of every non-blank line of ``path``.
@@ -97,25 +119,16 @@ def read_jsonl(path: str | os.PathLike[str], *, strict: bool = False,
         ``error("FILE:LINE: ...")`` for a line that is not one JSON value (and is not torn, or
         ``strict``); ``error("FILE: ...")`` when the file cannot be opened.
     """
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors become one line
-    except OSError as err:
-        raise error(f"{path}: cannot read ({err.strerror})") from None
-    with f:
-        for number, raw in enumerate(f, start=1):
-            raw = raw.rstrip(b"\n")
-            if not raw.strip():
-                continue
-            value, why, torn = _decode(raw)
-            if why is None:
-                yield number, value
-            elif torn and not strict:
-                warnings.warn(f"{path}:{number}: skipping a truncated line (a writer was killed while writing it)",
-                              stacklevel=2)
-            elif torn:
-                raise error(f"{path}:{number}: truncated line (a writer was killed while writing it)")
-            else:
-                raise error(f"{path}:{number}: {why}")
+    for number, value, why, torn in scan_jsonl(path, error=error):
+        if why is None:
+            yield number, value
+        elif torn and not strict:
+            warnings.warn(f"{path}:{number}: skipping a truncated line (a writer was killed while writing it)",
+                          stacklevel=2)
+        elif torn:
+            raise error(f"{path}:{number}: truncated line (a writer was killed while writing it)")
+        else:
+            raise error(f"{path}:{number}: {why}")
 
 
 def first_value(fd: int) -> tuple[int, Any] | None:
@@ -173,9 +186,7 @@ class JsonlAppender:
         try:
             self._lock(error)
             self._check(accept, error)
-            # A killed writer may have left a torn last line: start ours on a fresh line.
-            size = os.fstat(self._fd).st_size
-            self._needs_newline = size > 0 and os.pread(self._fd, 1, size - 1) != b"\n"
+            self._needs_newline = self._cut_torn_tail()
         except BaseException:
             self.close()
             raise
@@ -207,6 +218,23 @@ class JsonlAppender:
             raise error(f"{self.path} is not a {self.what} ({err})") from None
         if accept is not None:
             accept(first)
+
+    def _cut_torn_tail(self) -> bool:
+        """Cut off a torn last line (a killed writer's); True when the file then does not end
+        with a newline (a complete last value without one, or a corrupt line left to readers)."""
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        if size == 0 or os.pread(self._fd, 1, size - 1) == b"\n":
+            return False
+        start = _last_line_start(self._fd, size)
+        _, why, torn = _decode(os.pread(self._fd, size - start, start))
+        if why is None or not torn:
+            return True
+        os.ftruncate(self._fd, start)
+        os.fsync(self._fd)
+        warnings.warn(f"{self.path}:{_line_number(self._fd, start)}: cut off a truncated last line "
+                      "(a writer was killed while writing it)", stacklevel=3)
+        return False
 
     @property
     def closed(self) -> bool:
@@ -240,6 +268,28 @@ class JsonlAppender:
     def __del__(self) -> None:
         if getattr(self, "_fd", None) is not None:
             self.close()
+
+
+def _last_line_start(fd: int, size: int, chunk: int = 1 << 16) -> int:
+    """Offset just after the last newline of the file ``fd`` of ``size`` bytes (0 if none)."""
+    end = size
+    while end > 0:
+        begin = max(0, end - chunk)
+        cut = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if cut >= 0:
+            return begin + cut + 1
+        end = begin
+    return 0
+
+
+def _line_number(fd: int, offset: int, chunk: int = 1 << 20) -> int:
+    """1-based number of the line that starts at ``offset`` of the file ``fd``."""
+    count, pos = 1, 0
+    while pos < offset:
+        data = os.pread(fd, min(chunk, offset - pos), pos)
+        count += data.count(b"\n")
+        pos += len(data)
+    return count
 
 
 def append_json(path: str | os.PathLike[str], value: Any, *, error: ErrorFactory = JsonlError,

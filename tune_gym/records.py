@@ -16,8 +16,8 @@ so replayed and resumed runs reuse it.
 Crash safety and locking (:mod:`tune_gym.jsonl`): :meth:`RecordWriter.append` writes a batch
 with one ``write`` to a file opened with ``O_APPEND`` and then ``fsync``\\ s it, so a process
 killed at any moment loses at most the batch being written; what a kill leaves behind is at
-worst a torn (truncated) line, which :func:`load_records` skips with a warning and after which
-the next :class:`RecordWriter` starts a fresh line. A writer holds an exclusive ``flock`` on
+worst a torn (truncated) last line, which :func:`load_records` skips with a warning and the
+next :class:`RecordWriter` cuts off (with a warning) before it writes. A writer holds an exclusive ``flock`` on
 the log itself while it is open: a second writer of the same log (another tuning run) fails
 at once with an error naming the file. A writer refuses a file that is not a record log (a
 directory, a Parquet file, a file whose first line is not a record of this schema).

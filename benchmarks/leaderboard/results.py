@@ -7,16 +7,18 @@ line is one run (:func:`runner.run_one`):
 its spec, every config the agent proposed in order with its GFLOPS, error and simulated
 clock, the best GFLOPS, why the run ended (``ended``: the budget, the space, or the agent
 stopping), the agent's compute seconds and the identity of the data that answered (dataset
-file and checksum). Lines are appended with one ``write`` and fsynced, so a killed benchmark
-leaves at most a torn last line, which readers skip and the next writer starts after.
+file and checksum). Lines are appended with one ``write`` and fsynced under the file's lock
+(:mod:`tune_gym.jsonl`), so a killed benchmark leaves at most a torn last line, which readers
+skip and the next writer cuts off before it appends.
 ``tune-gym validate`` (:mod:`.validate`) replays every line against its data; to it, a torn
-line is a problem to fix (delete the line), since the file is then not what its runs wrote.
+line is a failure (the file is not what its runs wrote): resume the benchmark, which cuts it
+off and runs that run again.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.leaderboard.suite import Suite, SuiteError
+from tune_gym.jsonl import JsonlAppender, scan_jsonl
 
 __all__ = ["RESULTS_FORMAT", "RESULTS_VERSION", "ResultsError", "ResultsFile", "ResultsScan", "RunLine", "SuiteVersion",
            "read_results", "scan_results"]
@@ -77,19 +80,11 @@ def scan_results(path: str | Path) -> ResultsScan:
     path = Path(path)
     if not path.is_file():
         raise ResultsError(f"results file {path} does not exist")
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except UnicodeDecodeError as err:
-        raise ResultsError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
     scan: ResultsScan | None = None
     bad: list[tuple[int, str, bool]] = []
-    for i, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as err:
-            bad.append((i, f"not JSON ({getattr(err, 'msg', 'nested too deep')}): a torn or corrupt line", True))
+    for i, obj, why, torn in scan_jsonl(path, error=ResultsError):
+        if why is not None:
+            bad.append((i, f"{why}: {'a torn line (a killed writer)' if torn else 'a corrupt line'}", torn))
             continue
         if not isinstance(obj, dict):
             bad.append((i, f"a JSON {type(obj).__name__}, not an object", False))
@@ -101,7 +96,7 @@ def scan_results(path: str | Path) -> ResultsScan:
             scan.versions.append(version)
             scan.header = {**scan.header, "suite": version.suite, "suite_digest": version.digest}
         elif isinstance(obj.get("key"), str) and isinstance(obj.get("spec"), dict):
-            scan.runs.append(RunLine(i, text, obj))
+            scan.runs.append(RunLine(i, json.dumps(obj), obj))
         else:
             bad.append((i, "a JSON object without a string 'key' and an object 'spec': not a run line", False))
     if scan is None:
@@ -152,57 +147,69 @@ def _check_suite(obj: dict[str, Any], name: str, path: Path, lineno: int) -> Non
 
 
 class ResultsFile:
-    """An append-only results file (see the module docstring)."""
+    """An append-only results file (see the module docstring), open for appending under its
+    lock (:class:`tune_gym.jsonl.JsonlAppender`) until :meth:`close`: a second benchmark
+    writing the same file stops at once with an error naming it."""
 
-    def __init__(self, path: Path, header: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    def __init__(self, path: Path, header: dict[str, Any], runs: list[dict[str, Any]],
+                 appender: JsonlAppender) -> None:
         self.path = path
         self.header = header
         self.runs = runs
         self.done = {r["key"] for r in runs}
+        self._appender = appender
 
     @classmethod
     def open(cls, path: str | Path, suite: Suite) -> ResultsFile:
         """Resume ``path`` (it must hold results of the same suite) or start it with a header."""
         path = Path(path)
-        if path.exists() and path.stat().st_size:
-            header, runs = read_results(path)
-            if header["suite"]["name"] != suite.name:
-                raise ResultsError(f"{path} holds results of suite {header['suite']['name']!r}, not {suite.name!r}: "
-                                   "write to another file")
-            if header["suite_digest"] != suite.digest:  # the suite grew or changed: record it, keep the runs
-                update = {"suite_update": _suite_dict(suite), "suite_digest": suite.digest, "time": time.time()}
-                _append(path, update)
-                header = {**header, "suite": update["suite_update"], "suite_digest": suite.digest}
-            return cls(path, header, runs)
-        from tune_gym.records import host_fingerprint
+        appender = JsonlAppender(path, accept=functools.partial(_accept, path), error=ResultsError,
+                                 what="results file", allow_nan=True)
+        try:
+            if path.stat().st_size:
+                header, runs = read_results(path)
+                if header["suite"]["name"] != suite.name:
+                    raise ResultsError(f"{path} holds results of suite {header['suite']['name']!r}, not "
+                                       f"{suite.name!r}: write to another file")
+                if header["suite_digest"] != suite.digest:  # the suite grew or changed: record it, keep the runs
+                    update = {"suite_update": _suite_dict(suite), "suite_digest": suite.digest, "time": time.time()}
+                    appender.append([update])
+                    header = {**header, "suite": update["suite_update"], "suite_digest": suite.digest}
+                return cls(path, header, runs, appender)
+            from tune_gym.records import host_fingerprint
 
-        header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "suite_digest": suite.digest,
-                  "suite": _suite_dict(suite), "created": time.time(),
-                  "host": host_fingerprint()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _append(path, header)
-        return cls(path, header, [])
+            header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "suite_digest": suite.digest,
+                      "suite": _suite_dict(suite), "created": time.time(), "host": host_fingerprint()}
+            appender.append([header])
+            return cls(path, header, [], appender)
+        except BaseException:
+            appender.close()
+            raise
 
     def append(self, line: dict[str, Any]) -> None:
         if line["key"] in self.done:  # pragma: no cover - the runner never repeats a key
             return
-        _append(self.path, line)
+        self._appender.append([line])
         self.runs.append(line)
         self.done.add(line["key"])
+
+    def close(self) -> None:
+        """Release the file (idempotent); the runs stay readable on this object."""
+        self._appender.close()
+
+    def __enter__(self) -> ResultsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _accept(path: Path, first: tuple[int, Any] | None) -> None:
+    """Refuse to append to a file whose first line is not a results header."""
+    if first is not None and (not isinstance(first[1], dict) or first[1].get("format") != RESULTS_FORMAT):
+        raise ResultsError(f"{path} is not a tune_gym results file (line {first[0]} is not a {RESULTS_FORMAT} "
+                           "header): write to another file")
 
 
 def _suite_dict(suite: Suite) -> dict[str, Any]:
     return {k: v for k, v in asdict(suite).items() if k != "path"}
-
-
-def _append(path: Path, obj: dict[str, Any]) -> None:
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-        data = memoryview((("\n" if torn else "") + json.dumps(obj) + "\n").encode())
-        while data:
-            data = data[os.write(fd, data):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)

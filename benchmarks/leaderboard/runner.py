@@ -172,6 +172,7 @@ def run_suite(
         else:
             _run_pool(todo, jobs, runner, results, bar)
     finally:
+        results.close()
         if bar is not None:
             bar.close()
     return results
