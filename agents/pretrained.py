@@ -225,7 +225,8 @@ def _check_sidecar(doc: dict[str, Any], sidecar: Path) -> None:
 
 
 def _check_format(doc: dict[str, Any], sidecar: Path, model: str | None) -> None:
-    if doc.get("format") != CHECKPOINT_FORMAT or (model is not None and doc.get("model") != model):
+    fmt = doc.get("format")
+    if isinstance(fmt, bool) or fmt != CHECKPOINT_FORMAT or (model is not None and doc.get("model") != model):
         what = f"a {model} checkpoint" if model is not None else "a checkpoint"
         raise CheckpointError(f"{sidecar} is not {what} of format {CHECKPOINT_FORMAT} "
                               f"(format {doc.get('format')!r}, model {doc.get('model')!r})")

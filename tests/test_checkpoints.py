@@ -408,3 +408,14 @@ def test_a_training_script_that_diverged_writes_no_checkpoint(tmp_path):
     with pytest.raises(SystemExit, match="no checkpoint written: refusing to save .* non-finite"):
         common.save_checkpoint(model, tmp_path / "m.pt", META)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_boolean_format_is_not_format_1_even_when_resealed(tmp_path):
+    path = tmp_path / "m.pt"
+    _save(path)
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["format"] = True  # JSON true == 1 in Python
+        doc["checksums"]["sidecar"] = sidecar_digest(doc)
+    _edit_sidecar(path, edit)
+    _refused(OneShotModel.load, path, "is not a OneShotModel checkpoint of format 1")
