@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -123,6 +125,19 @@ def test_backend_reward_is_measured_gflops(task, space, backend):
             break
     with pytest.raises(ValueError, match="exactly one"):
         KnobWalkEnv(task, reward_fn=distance_reward(space), backend=backend)
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"budget": math.nan}, "budget must be an integer >= 1 or None, got nan"),
+    ({"budget": 16.7}, "budget must be an integer >= 1 or None, got 16.7"),
+    ({"budget": True}, "budget must be an integer >= 1 or None, got True"),
+    ({"budget": 0}, "budget must be an integer >= 1 or None, got 0"),
+    ({"max_steps": 2.5}, "max_steps must be an integer >= 1"),
+    ({"stuck_fraction": math.nan}, "stuck_fraction must be"),
+])
+def test_knob_walk_refuses_bad_budgets_and_settings(task, backend, kwargs, needle):
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        KnobWalkEnv(task, backend=backend, **kwargs)
 
 
 @pytest.fixture

@@ -59,6 +59,7 @@ from gymnasium import spaces
 from tune_gym.features.task import TASK_FEATURE_DIM, task_features
 from tune_gym.measure import resolve_backend
 from tune_gym.measure.base import Backend
+from tune_gym.options import check_float, check_int
 from tune_gym.session import TuningSession
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -146,10 +147,9 @@ class KnobWalkEnv(gym.Env):
             raise ValueError("give exactly one of reward_fn (predicted scores) and backend (measured GFLOPS)")
         if reward not in ("score", "improvement"):
             raise ValueError(f"reward must be 'score' or 'improvement', not {reward!r}")
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        if not 0.0 <= stuck_fraction <= 1.0:
-            raise ValueError(f"stuck_fraction must be in [0, 1], got {stuck_fraction}")
+        max_steps = check_int("max_steps", max_steps, 1)
+        stuck_fraction = check_float("stuck_fraction", stuck_fraction, 0.0, 1.0)
+        budget = check_int("budget", budget, 1, none=True)
         self.task = task if isinstance(task, Task) else Task.parse(task)
         self.preset = preset
         self.space = KnobSpace.for_task(self.task, preset)
