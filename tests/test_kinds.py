@@ -1,0 +1,246 @@
+"""The task-kind registry (tune_gym.kinds): registration, lookups, collisions, lazy references,
+discovery, and a toy kind defined here that goes through the core like any registered kind."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tune_gym import kinds
+from tune_gym.errors import TaskError
+from tune_gym.kinds import BackendEntry, TargetOption, TaskKind
+
+
+@pytest.fixture(autouse=True)
+def _clean_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test sees the discovered kinds and leaves no runtime kind behind."""
+    kinds.kind_names()  # discover first, so the snapshot holds the builtin kinds
+    saved = dict(kinds._kinds), dict(kinds._origin), {c: dict(n) for c, n in kinds._reserved.items()}
+    yield
+    kinds._kinds.clear()
+    kinds._kinds.update(saved[0])
+    kinds._origin.clear()
+    kinds._origin.update(saved[1])
+    for category, names in saved[2].items():
+        kinds._reserved[category].clear()
+        kinds._reserved[category].update(names)
+
+
+# ---------------------------------------------------------------------------- the toy kind
+class _ToyBackend:
+    """Answers every config with one fixed latency (a simulated clock)."""
+
+    simulated = True
+
+    def __init__(self, latency: float = 1e-3) -> None:
+        self.latency = latency
+
+    def measure(self, task: Any, configs: Any) -> list[float]:
+        return [self.latency for _ in configs]
+
+    def close(self) -> None:
+        pass
+
+
+def _toy_check_width(value: str, where: str) -> str:
+    if value not in ("8", "16", "32"):
+        raise TaskError(f"{where}={value!r} out of range; accepted: 8, 16, 32")
+    return value
+
+
+def _toy_space(task: Any, preset: str) -> Any:
+    from tune_gym.space import Knob, KnobSpace
+
+    space = KnobSpace.__new__(KnobSpace)
+    space._init_one_sketch(task, preset, [Knob("unroll", "categorical", (1, 2, 4)),
+                                          Knob("vector", "categorical", (1, 8))])
+    return space
+
+
+def _toy_kind(name: str = "toy", **changes: Any) -> TaskKind:
+    fields: dict[str, Any] = dict(
+        name=name, summary="a toy accelerator", space=_toy_space,
+        options=(TargetOption("width", _toy_check_width, 16),),
+        backends={"toy-sim": BackendEntry(_ToyBackend, "a fixed latency for every config")},
+        suites={"toybench": lambda spec: ("toybench", spec)},
+        uri_schemes={"toy://": lambda text: ("parsed", text)},
+        data_subdir="toy",
+    )
+    fields.update(changes)
+    return TaskKind(**fields)
+
+
+# ---------------------------------------------------------------------------- registration and lookups
+def test_register_and_look_up() -> None:
+    toy = _toy_kind()
+    kinds.register_kind(toy)
+    assert kinds.get_kind("toy") is toy
+    assert kinds.require_kind("toy") is toy
+    assert kinds.kind_names()[:2] == ["llvm", "cuda"] and "toy" in kinds.kind_names()
+    assert kinds.owner_of_backend("toy-sim") is toy and "toy-sim" in kinds.backend_ids()
+    assert kinds.owner_of_suite("toybench") is toy and "toybench" in kinds.suite_names()
+    assert kinds.owner_of_op("toybench") is None
+    assert kinds.uri_parser("toy://a/b") is not None and kinds.uri_parser("toy://a/b")("toy://a/b") == (  # type: ignore[misc]
+        "parsed", "toy://a/b")
+    assert kinds.uri_parser("op://dense-v1/m1_n1_k1?target=llvm") is None
+    backend = kinds.load(toy.backends["toy-sim"].factory)(latency=2.0)
+    assert backend.measure(None, [0, 1]) == [2.0, 2.0]
+    assert not kinds.is_discoverable("toy") and kinds.is_discoverable("llvm")
+
+
+def test_core_kinds_are_not_registered() -> None:
+    assert kinds.get_kind("llvm") is None and kinds.get_kind("cuda") is None
+    assert kinds.require_kind("llvm") is None
+    with pytest.raises(TaskError, match="kind llvm is a core target kind"):
+        kinds.register_kind(_toy_kind("llvm"))
+
+
+def test_unknown_kind_lists_registered_kinds() -> None:
+    kinds.register_kind(_toy_kind())
+    with pytest.raises(TaskError, match=r"unknown target kind 'rocm'; known: llvm, cuda, .*toy"):
+        kinds.require_kind("rocm")
+    with pytest.raises(TaskError, match="unknown target kind 5; known: llvm, cuda"):
+        kinds.require_kind(5)
+    assert kinds.get_kind("rocm") is None
+
+
+def test_default_observation() -> None:
+    class _Spec:
+        def __init__(self, kind: str) -> None:
+            self.kind = kind
+
+    class _Task:
+        def __init__(self, kind: str) -> None:
+            self.target = _Spec(kind)
+
+    kinds.register_kind(_toy_kind())
+    kinds.register_kind(_toy_kind("toyg", has_schedules=True, default_observation="graph", backends={}, suites={},
+                                  uri_schemes={}, data_subdir=None))
+    assert kinds.default_observation(_Task("llvm")) == "sequence"
+    assert kinds.default_observation(_Task("toy")) == "knobs"
+    assert kinds.default_observation(_Task("toyg")) == "graph"
+
+
+def test_name_taken_and_replace() -> None:
+    kinds.register_kind(_toy_kind())
+    with pytest.raises(TaskError, match="kind toy is already registered .runtime.; pass replace=True"):
+        kinds.register_kind(_toy_kind())
+    other = _toy_kind(summary="another toy")
+    kinds.register_kind(other, replace=True)
+    assert kinds.get_kind("toy") is other
+    kinds.unregister_kind("toy")
+    assert kinds.get_kind("toy") is None
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"suites": {"toybench": str}}, "suite 'toybench' of kind toy2 is also kind toy's"),
+    ({"backends": {"toy-sim": BackendEntry(str, "x")}}, "backend 'toy-sim' of kind toy2 is also kind toy's"),
+    ({"uri_schemes": {"toy://": str}}, "uri_scheme 'toy://' of kind toy2 is also kind toy's"),
+    ({"data_subdir": "toy"}, "data_subdir 'toy' of kind toy2 is also kind toy's"),
+])
+def test_collision_with_another_kind(changes: dict[str, Any], message: str) -> None:
+    kinds.register_kind(_toy_kind())
+    base: dict[str, Any] = dict(backends={}, suites={}, uri_schemes={}, data_subdir=None)
+    with pytest.raises(TaskError, match=message):
+        kinds.register_kind(_toy_kind("toy2", **{**base, **changes}))
+    assert kinds.get_kind("toy2") is None
+
+
+def test_collision_with_core_names() -> None:
+    kinds.reserve("backend", ["live"], "tune_gym.measure")
+    with pytest.raises(TaskError, match=r"backend 'live' of kind toy is the core's \(tune_gym.measure\)"):
+        kinds.register_kind(_toy_kind(backends={"live": BackendEntry(_ToyBackend, "x")}))
+    kinds.register_kind(_toy_kind())
+    with pytest.raises(TaskError, match="suite 'toybench' of tune_gym.tasks.suites is also kind toy's"):
+        kinds.reserve("suite", ["toybench"], "tune_gym.tasks.suites")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"name": "Toy"}, r"kind name 'Toy' is not \[a-z\]"),
+    ({"name": "a" * 17}, "is not"),
+    ({"space": 3}, "kind toy: space must be a callable or a 'package.module:attribute' str, got int"),
+    ({"space": "no colon"}, "kind toy: space 'no colon' is not 'package.module:attribute'"),
+    ({"default_observation": "pixels"}, "default_observation 'pixels' is not one of sequence, graph, knobs"),
+    ({"default_observation": "sequence"}, "default_observation 'sequence' needs schedules"),
+    ({"backends": {"x": _ToyBackend}}, "kind toy: backend 'x' must be a BackendEntry"),
+    ({"uri_schemes": {"toy:": str}}, "kind toy: URI scheme 'toy:' is not '<scheme>://'"),
+    ({"options": (TargetOption("w", str), TargetOption("w", str))}, "option .* is not a TargetOption with a new name"),
+    ({"suites": {"s": 1}}, "kind toy: suite 's' must be a callable"),
+])
+def test_bad_descriptor(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(TaskError, match=message):
+        kinds.register_kind(_toy_kind(**changes))
+
+
+def test_register_takes_a_task_kind() -> None:
+    with pytest.raises(TaskError, match="register_kind takes a TaskKind, got dict"):
+        kinds.register_kind({"name": "toy"})  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- references
+def test_load_imports_on_first_use() -> None:
+    import json
+
+    assert kinds.load("json:dumps") is json.dumps
+    assert kinds.load("os.path:join.__name__") == "join"
+    assert kinds.load(len) is len
+    with pytest.raises(TaskError, match="reference 'json:no_such' cannot be loaded: AttributeError"):
+        kinds.load("json:no_such")
+    with pytest.raises(TaskError, match="reference 'no_such_module_x:f' cannot be loaded: ModuleNotFoundError"):
+        kinds.load("no_such_module_x:f")
+    with pytest.raises(TaskError, match="reference 'json' is not 'package.module:attribute'"):
+        kinds.load("json")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.text(max_size=24))
+def test_load_refuses_malformed_references(text: str) -> None:
+    """Any str is either loaded or refused with a one-line TaskError naming it."""
+    try:
+        kinds.load(text)
+    except TaskError as err:
+        assert "\n" not in str(err) and repr(text)[:20] in str(err)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.text(max_size=20))
+def test_kind_names_are_checked(name: str) -> None:
+    """A name is registered exactly when it fits [a-z][a-z0-9_]{0,15} and is free."""
+    import re
+
+    ok = bool(re.fullmatch(r"[a-z][a-z0-9_]{0,15}", name, re.ASCII)) and name not in kinds.kind_names()
+    try:
+        kinds.register_kind(_toy_kind(name, backends={}, suites={}, uri_schemes={}, data_subdir=None))
+    except TaskError as err:
+        assert not ok and "\n" not in str(err)
+    else:
+        assert ok
+        kinds.unregister_kind(name)
+
+
+# ---------------------------------------------------------------------------- discovery
+def test_broken_entry_point_is_skipped_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    class _Entry:
+        name, value = "broken", "no_such_pkg.kind:KIND"
+
+        def load(self) -> Any:
+            raise ImportError("no module named no_such_pkg")
+
+    class _Good:
+        name, value = "good", "tests:toy"
+
+        def load(self) -> Any:
+            return _toy_kind("plugged", backends={}, suites={}, uri_schemes={}, data_subdir=None)
+
+    monkeypatch.setattr(kinds, "entry_points", lambda group: [_Entry(), _Good()])
+    monkeypatch.setattr(kinds, "_discovered", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert "plugged" in kinds.kind_names()
+    assert any("entry point 'broken' (no_such_pkg.kind:KIND) skipped: ImportError" in str(w.message) for w in caught)
+    assert kinds.is_discoverable("plugged")
