@@ -244,3 +244,35 @@ def test_broken_entry_point_is_skipped_with_a_warning(monkeypatch: pytest.Monkey
         assert "plugged" in kinds.kind_names()
     assert any("entry point 'broken' (no_such_pkg.kind:KIND) skipped: ImportError" in str(w.message) for w in caught)
     assert kinds.is_discoverable("plugged")
+
+
+# ---------------------------------------------------------------------------- the vta kind
+def test_vta_kind_agrees_with_its_package() -> None:
+    from tune_gym.tasks.targets import INT_OPTIONS, VTA_DEFAULTS
+    from tune_gym.vta.kind import VTA_RANGES
+    from tune_gym.vta.space import VTASpace
+
+    vta = kinds.get_kind("vta")
+    assert vta is not None and kinds.is_discoverable("vta") and kinds.kind_names()[:3] == ["llvm", "cuda", "vta"]
+    assert {o.name: o.default for o in vta.options} == VTA_DEFAULTS
+    assert all(INT_OPTIONS[name] == rng for name, rng in VTA_RANGES.items())
+    assert set(vta.suites) == {"deepbench", "resnet18_vta"} and list(vta.backends) == ["vta-sim"]
+    assert vta.has_schedules == VTASpace.has_schedules and vta.default_observation == "knobs"
+    assert kinds.load(vta.space) == VTASpace.for_task
+    assert kinds.load(vta.backends["vta-sim"].factory).__name__ == "VTASimBackend"
+    assert all(callable(kinds.load(ref)) for ref in vta.suites.values())
+    check = kinds.load(vta.options[1].check)
+    assert check("05", "w") == "5"
+    with pytest.raises(TaskError, match=r"^w='9' out of range; accepted: an integer in \[1, 6\]$"):
+        check("9", "w")
+
+
+def test_vta_kind_imports_nothing_heavy() -> None:
+    """The registry's vta entry loads without the vta package's modules or the core's."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tune_gym, tune_gym.kinds as k; before = set(sys.modules); "
+            "assert k.get_kind('vta').name == 'vta'; print(sorted(set(sys.modules) - before))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['tune_gym.vta', 'tune_gym.vta.kind']"

@@ -65,11 +65,12 @@ CORE_KINDS = ("llvm", "cuda")
 #: Observations a kind may default to (those of :class:`tune_gym.envs.TuneEnv`).
 OBSERVATIONS = ("sequence", "graph", "knobs")
 #: Kinds that ship in this repository, loaded before the entry points.
-_BUILTIN: tuple[str, ...] = ()
+_BUILTIN: tuple[str, ...] = ("tune_gym.vta.kind:KIND",)
 #: Entry-point group other packages declare their kinds in.
 ENTRY_POINT_GROUP = "tune_gym.kinds"
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,15}", re.ASCII)
+_OPTION = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)
 _REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", re.ASCII)
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,15}://", re.ASCII)
 
@@ -207,9 +208,9 @@ def _check_fields(kind: TaskKind) -> None:
 def _check_members(kind: TaskKind) -> None:
     seen: set[str] = set()
     for opt in kind.options:
-        if not isinstance(opt, TargetOption) or not _NAME.fullmatch(opt.name) or opt.name in seen:
+        if not isinstance(opt, TargetOption) or not _OPTION.fullmatch(opt.name) or opt.name in seen:
             raise TaskError(f"kind {kind.name}: option {opt!r} is not a TargetOption with a new name "
-                            "[a-z][a-z0-9_]{0,15}")
+                            "[a-z][a-z0-9_]{0,31}")
         seen.add(opt.name)
         _check_ref(kind.name, f"option {opt.name} check", opt.check)
     for what in ("ops", "suites", "uri_schemes"):

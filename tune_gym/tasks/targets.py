@@ -57,7 +57,8 @@ from typing import Any
 from tune_gym.errors import TaskError
 from tune_gym.tasks._checks import fields, pairs, show
 
-__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "VTA_DEFAULTS", "TargetSpec", "host_cores", "host_cpu"]
+__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "VTA_DEFAULTS", "TargetSpec", "check_int_option", "host_cores",
+           "host_cpu"]
 
 #: Device limits used for CUDA validity checking when no GPU is present (an sm_75 class GPU).
 CUDA_DEFAULTS: dict[str, Any] = {
@@ -141,7 +142,8 @@ def _check_mcpu(value: str, where: str) -> str:
     return value
 
 
-def _check_int(value: str, where: str, lo: int, hi: int) -> str:
+def check_int_option(value: str, where: str, lo: int, hi: int) -> str:
+    """``value`` as a canonical decimal integer in ``[lo, hi]``; a TaskError starting with ``where``."""
     if not _INT.fullmatch(value) or not lo <= int(value) <= hi:
         raise TaskError(f"{where}={show(value)} out of range; accepted: an integer in [{lo}, {hi}]")
     return str(int(value))
@@ -163,7 +165,7 @@ def _check_option(kind: str, key: str, value: str) -> str:
     if key == "arch":
         return _check_arch(value, where)
     lo, hi = INT_OPTIONS[key]
-    return _check_int(value, where, lo, hi)
+    return check_int_option(value, where, lo, hi)
 
 
 @functools.cache
@@ -180,7 +182,8 @@ def host_cpu() -> str:
 def host_cores() -> int:
     """Physical cores available to this process (``TUNE_GYM_CORES`` overrides)."""
     if os.environ.get("TUNE_GYM_CORES"):
-        return int(_check_int(os.environ["TUNE_GYM_CORES"], "environment variable TUNE_GYM_CORES", 1, MAX_CORES))
+        cores = check_int_option(os.environ["TUNE_GYM_CORES"], "environment variable TUNE_GYM_CORES", 1, MAX_CORES)
+        return int(cores)
     try:
         import psutil
 
