@@ -276,3 +276,17 @@ def test_vta_kind_imports_nothing_heavy() -> None:
             "assert k.get_kind('vta').name == 'vta'; print(sorted(set(sys.modules) - before))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['tune_gym.vta', 'tune_gym.vta.kind']"
+
+
+# ---------------------------------------------------------------------------- the core asks the registry
+def test_space_of_a_registered_kind() -> None:
+    from types import SimpleNamespace
+
+    from tune_gym.space import KnobSpace
+
+    kinds.register_kind(_toy_kind())
+    task = SimpleNamespace(target=SimpleNamespace(kind="toy"), uri="toy://t")
+    space = KnobSpace.for_task(task, "compact")  # type: ignore[arg-type]
+    assert space.names == ["unroll", "vector"] and space.size == 6 and space.preset == "compact"
+    assert space.to_dict(space.config(space.index(space.from_dict({"unroll": 4, "vector": 8})))) == {
+        "unroll": 4, "vector": 8}

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from tune_gym import kinds
 from tune_gym._tvm import ms, tvm
 from tune_gym.errors import SpaceError
 from tune_gym.tasks.task import Task
@@ -135,8 +136,8 @@ class KnobSpace:
     validity checks; the measurement backends use one space per process.
     """
 
-    #: Whether a config has a TVM schedule (:meth:`trace`, :meth:`apply`); False for simulated
-    #: targets whose spaces are not MetaSchedule spaces (:class:`tune_gym.vta.space.VTASpace`).
+    #: Whether a config has a TVM schedule (:meth:`trace`, :meth:`apply`); False for the spaces of
+    #: registered target kinds that are not MetaSchedule spaces (:mod:`tune_gym.kinds`).
     has_schedules = True
 
     def __init__(self, task: Task, preset: str = "full", seed: int = 0) -> None:
@@ -209,20 +210,19 @@ class KnobSpace:
     def for_task(cls, task: Task, preset: str = "full") -> KnobSpace:
         """The space of ``task`` (built once per process and preset).
 
-        A task on the simulated ``vta`` target gets a :class:`tune_gym.vta.space.VTASpace` (a
-        KnobSpace of VTA's conv2d template knobs, not a MetaSchedule space).
+        A task on a registered target kind (:mod:`tune_gym.kinds`) gets that kind's space,
+        which need not be a MetaSchedule space.
         """
-        if task.target.kind == "vta":
-            from tune_gym.vta.space import VTASpace
-
-            return VTASpace.for_task(task, preset)
+        kind = kinds.get_kind(task.target.kind)
+        if kind is not None:
+            return kinds.load(kind.space)(task, preset)  # type: ignore[no-any-return]
         return _cached_space(task, preset)
 
     def _init_one_sketch(self, task: Task, preset: str, knobs: Sequence[Knob]) -> None:
         """Set up a space of one sketch whose knobs are all active, without MetaSchedule.
 
-        For spaces that are not MetaSchedule design spaces (the simulated VTA target,
-        :mod:`tune_gym.vta`): a subclass calls this instead of ``KnobSpace.__init__`` and
+        For spaces that are not MetaSchedule design spaces (those of registered target kinds,
+        :mod:`tune_gym.kinds`): a subclass calls this instead of ``KnobSpace.__init__`` and
         overrides the schedule methods (:meth:`trace`, :meth:`to_schedule`, :meth:`apply`,
         :meth:`kernel_mod`, :meth:`is_valid`); checking, encoding, enumeration, sampling and
         neighbours then work as for any space. Flat indices are mixed radix over the knobs in
