@@ -290,3 +290,20 @@ def test_space_of_a_registered_kind() -> None:
     assert space.names == ["unroll", "vector"] and space.size == 6 and space.preset == "compact"
     assert space.to_dict(space.config(space.index(space.from_dict({"unroll": 4, "vector": 8})))) == {
         "unroll": 4, "vector": 8}
+
+
+def test_backend_of_a_registered_kind() -> None:
+    from tune_gym.measure import BACKENDS, backend_ids, make_backend
+    from tune_gym.options import OptionError
+
+    assert "vta-sim" in BACKENDS and BACKENDS[:4] == ("live", "replay", "surrogate", "rpc")
+    kinds.register_kind(_toy_kind())
+    backend = make_backend("toy-sim", latency=0.5)
+    assert isinstance(backend, _ToyBackend) and backend.latency == 0.5
+    assert "toy-sim" in backend_ids()
+    with pytest.raises(OptionError, match=r"unknown backend 'nope'; known backends: live, replay, surrogate, rpc, "
+                                          r".*toy-sim"):
+        make_backend("nope")
+    with pytest.raises(TaskError, match="backend 'replay' of kind toy2 is the core's .tune_gym.measure."):
+        kinds.register_kind(_toy_kind("toy2", backends={"replay": BackendEntry(_ToyBackend, "x")}, suites={},
+                                      uri_schemes={}, data_subdir=None))

@@ -1,18 +1,32 @@
 """Measurement backends (live TVM builds and timing, replay of recorded data, a surrogate model
-fitted on recorded data, the simulated VTA) and their results."""
+fitted on recorded data, RPC devices, and the backends of registered target kinds,
+:mod:`tune_gym.kinds`) and their results."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tune_gym import kinds
 from tune_gym.measure.base import Backend
 from tune_gym.measure.result import ERROR_KINDS, MeasureResult
 from tune_gym.options import OptionError, show
 
-__all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "is_backend", "make_backend", "resolve_backend"]
+__all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "backend_ids", "is_backend", "make_backend",
+           "resolve_backend"]
 
-#: Backend ids :func:`make_backend` knows.
-BACKENDS = ("live", "replay", "surrogate", "vta-sim", "rpc")
+#: The core's backend ids; registered target kinds add theirs (:func:`backend_ids`).
+CORE_BACKENDS = ("live", "replay", "surrogate", "rpc")
+kinds.reserve("backend", CORE_BACKENDS, "tune_gym.measure")
+
+
+def backend_ids() -> tuple[str, ...]:
+    """Every backend id :func:`make_backend` knows: the core's, then those of registered kinds."""
+    return (*CORE_BACKENDS, *kinds.backend_ids())
+
+
+#: Backend ids :func:`make_backend` knows (when this module was imported; :func:`backend_ids`
+#: also lists kinds registered since).
+BACKENDS = backend_ids()
 
 
 def make_backend(name: str, **options: Any) -> Backend:
@@ -28,12 +42,11 @@ def make_backend(name: str, **options: Any) -> Backend:
     * ``surrogate``: an XGBoost model fitted on the data answers any config
       (:class:`SurrogateBackend`); options ``dataset`` (as for replay), ``seed`` (noise
       seed, default 0) and ``noise`` (default ``True``).
-    * ``vta-sim``: the simulated VTA's latency model answers configs of ``vta`` tasks
-      (:class:`tune_gym.vta.backend.VTASimBackend`); options: the fields of
-      :class:`tune_gym.vta.model.VTATiming` (``clock_mhz``, ``dram_bytes_per_cycle``, ...).
     * ``rpc``: builds here, times on devices registered with a TVM RPC tracker
       (:class:`tune_gym.measure.rpc.RPCBackend`); options: :class:`RPCConfig` fields
       (``tracker="host:port"``, ``key``, ``devices``, the live timing options, ...).
+    * a backend of a registered target kind (:func:`tune_gym.kinds.backend_ids`): made by the
+      kind's factory, which checks its options; :attr:`tune_gym.kinds.BackendEntry.help` says which.
 
     Example:
         >>> make_backend("replay", dataset="partial.parquet", fallback="surrogate", fallback_options={"seed": 1})
@@ -73,15 +86,14 @@ def make_backend(name: str, **options: Any) -> Backend:
         if unknown:
             raise OptionError(f"surrogate backend_options are 'dataset', 'seed' and 'noise', not {sorted(unknown)}")
         return SurrogateBackend(options.get("dataset"), seed=options.get("seed", 0), noise=options.get("noise", True))
-    if name == "vta-sim":
-        from tune_gym.vta.backend import VTASimBackend
-
-        return VTASimBackend(**options)
     if name == "rpc":
         from tune_gym.measure.rpc import RPCBackend
 
         return RPCBackend(**options)
-    raise OptionError(f"unknown backend {show(name)}; known backends: {', '.join(BACKENDS)}")
+    kind = kinds.owner_of_backend(name) if isinstance(name, str) else None
+    if kind is not None:
+        return kinds.load(kind.backends[name].factory)(**options)  # type: ignore[no-any-return]
+    raise OptionError(f"unknown backend {show(name)}; known backends: {', '.join(backend_ids())}")
 
 
 def is_backend(obj: Any) -> bool:
@@ -102,7 +114,7 @@ def resolve_backend(backend: str | Backend, options: dict[str, Any] | None = Non
     if isinstance(backend, str):
         return make_backend(backend, **(options or {})), True
     if not is_backend(backend):
-        raise OptionError(f"backend must be a backend id ({', '.join(BACKENDS)}) or a backend object with "
+        raise OptionError(f"backend must be a backend id ({', '.join(backend_ids())}) or a backend object with "
                           f"measure() and close(), got {show(backend)}")
     if options:
         raise OptionError("backend_options apply only when backend is given by name")
