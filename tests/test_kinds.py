@@ -307,3 +307,15 @@ def test_backend_of_a_registered_kind() -> None:
     with pytest.raises(TaskError, match="backend 'replay' of kind toy2 is the core's .tune_gym.measure."):
         kinds.register_kind(_toy_kind("toy2", backends={"replay": BackendEntry(_ToyBackend, "x")}, suites={},
                                       uri_schemes={}, data_subdir=None))
+
+
+def test_suites_of_a_registered_kind_are_listed() -> None:
+    from tune_gym.tasks import get_suite, suite_names
+
+    kinds.register_kind(_toy_kind())
+    assert suite_names()[-1] == "toybench" and {"resnet18", "deepbench", "resnet18_vta"} <= set(suite_names())
+    with pytest.raises(TaskError, match=r"unknown suite 'nope'; known suites: .*resnet18, .*deepbench, .*toybench"):
+        get_suite("nope")
+    with pytest.raises(TaskError, match="suite 'resnet18' of kind toy2 is the core's .tune_gym.tasks.suites."):
+        kinds.register_kind(_toy_kind("toy2", suites={"resnet18": str}, backends={}, uri_schemes={},
+                                      data_subdir=None))

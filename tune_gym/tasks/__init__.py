@@ -10,7 +10,7 @@ A network's fused kernels are tasks too (:class:`PrimFuncTask`, ``tir://`` URIs,
 
 from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS, OPS, TARGET_OPS, OpDef, get_op
 from tune_gym.tasks.prim_func import PrimFuncTask
-from tune_gym.tasks.suites import SUITES, TARGET_SUITES, Suite, SuiteTask, get_suite, suite_names, task_by_id
+from tune_gym.tasks.suites import SUITES, Suite, SuiteTask, get_suite, suite_names, task_by_id
 from tune_gym.tasks.targets import MAX_CORES, TargetSpec, host_cores, host_cpu
 from tune_gym.tasks.task import Task
 
@@ -22,7 +22,6 @@ __all__ = [
     "OPS",
     "SUITES",
     "TARGET_OPS",
-    "TARGET_SUITES",
     "OpDef",
     "PrimFuncTask",
     "Suite",

@@ -10,26 +10,25 @@ optional target as in a URI after ``@`` (``resnet18:3@cuda``, ``resnet18:3@llvm&
 Importing this module registers :func:`task_by_id` with :func:`Task.parse
 <tune_gym.tasks.task.Task.parse>` (see :func:`tune_gym.tasks.task.register_id_resolver`).
 
-Suites bound to one target kind (:data:`TARGET_SUITES`, e.g. the simulated VTA's ``deepbench``
-and ``resnet18_vta``, built by :mod:`tune_gym.vta.workloads` on first use) are not in
-:data:`SUITES`, the network suites of the CPU and GPU targets; their ids resolve the same way
-(``deepbench:3``, ``resnet18_vta:1@vta&log_block=5``), their target defaults to their kind, and
-a suite may number its tasks with its own ids (:attr:`Suite.ids`: DeepBench ids).
+Suites of registered target kinds (:attr:`tune_gym.kinds.TaskKind.suites`, built by the kind on
+first use) are not in :data:`SUITES`, the network suites of the CPU and GPU targets; their ids
+resolve the same way (``<suite>:3``, ``<suite>:1@<kind>&<option>=5``), their target defaults to
+their kind, and a suite may number its tasks with its own ids (:attr:`Suite.ids`).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 from collections import Counter
 from dataclasses import dataclass
 
+from tune_gym import kinds
 from tune_gym.errors import TaskError
 from tune_gym.tasks._checks import show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_id_resolver
 
-__all__ = ["SUITES", "TARGET_SUITES", "Suite", "SuiteTask", "get_suite", "suite_names", "task_by_id"]
+__all__ = ["SUITES", "Suite", "SuiteTask", "get_suite", "suite_names", "task_by_id"]
 
 _Layer = tuple[str, tuple[tuple[str, int], ...]]
 
@@ -175,30 +174,27 @@ def _build(name: str, target: str | TargetSpec) -> Suite:
     return Suite(name, description, tasks)
 
 
-#: Suites bound to one target kind, built on first use by another module: name -> (target kind,
-#: ``"module:function"``, the function taking the target and returning the :class:`Suite`).
-TARGET_SUITES: dict[str, tuple[str, str]] = {
-    "deepbench": ("vta", "tune_gym.vta.workloads:deepbench_suite"),
-    "resnet18_vta": ("vta", "tune_gym.vta.workloads:resnet18_vta_suite"),
-}
-
-
 def suite_names() -> list[str]:
-    """Every suite name: the network suites (:data:`SUITES`), then :data:`TARGET_SUITES`."""
-    return [*_DEFS, *TARGET_SUITES]
+    """Every suite name: the network suites (:data:`SUITES`), then the registered kinds' suites."""
+    return [*_DEFS, *kinds.suite_names()]
+
+
+def _owner(name: object) -> kinds.TaskKind | None:
+    """The registered kind whose suite ``name`` is (``None``: a network suite or no suite)."""
+    return None if not isinstance(name, str) or name in _DEFS else kinds.owner_of_suite(name)
 
 
 def get_suite(name: str, target: str | TargetSpec | None = None) -> Suite:
     """A suite by name (``resnet18``), its tasks on ``target`` (a spec, or a str as in a URI;
-    ``None``: ``llvm``, or the kind of a suite of :data:`TARGET_SUITES`)."""
-    if not isinstance(name, str) or (name not in _DEFS and name not in TARGET_SUITES):
+    ``None``: ``llvm``, or the kind whose suite it is)."""
+    owner = _owner(name)
+    if not isinstance(name, str) or (name not in _DEFS and owner is None):
         raise TaskError(f"unknown suite {show(name)}; known suites: {', '.join(suite_names())}")
-    if name in TARGET_SUITES:
-        kind = TARGET_SUITES[name][0]
-        spec = TargetSpec.coerce(kind if target is None else target)
-        if spec.kind != kind:
-            raise TaskError(f"suite {name} runs on target {kind} only, not {spec.kind}")
-        return _get_target_suite(name, spec)
+    if owner is not None:
+        spec = TargetSpec.coerce(owner.name if target is None else target)
+        if spec.kind != owner.name:
+            raise TaskError(f"suite {name} runs on target {owner.name} only, not {spec.kind}")
+        return _get_kind_suite(name, spec)
     return _get_suite(name, TargetSpec.coerce("llvm" if target is None else target))
 
 
@@ -208,13 +204,16 @@ def _get_suite(name: str, target: TargetSpec) -> Suite:
 
 
 @functools.cache
-def _get_target_suite(name: str, target: TargetSpec) -> Suite:
-    module, _, function = TARGET_SUITES[name][1].partition(":")
-    return getattr(importlib.import_module(module), function)(target)
+def _get_kind_suite(name: str, target: TargetSpec) -> Suite:
+    kind = kinds.get_kind(target.kind)
+    assert kind is not None  # get_suite checked that the suite is this kind's
+    suite: Suite = kinds.load(kind.suites[name])(target)
+    return suite
 
 
 #: Every suite on the host CPU target, by name.
 SUITES: dict[str, Suite] = {name: get_suite(name) for name in _DEFS}
+kinds.reserve("suite", _DEFS, "tune_gym.tasks.suites")
 
 
 def task_by_id(task_id: str) -> Task:
@@ -228,7 +227,7 @@ def task_by_id(task_id: str) -> Task:
             f"unknown task {show(task_id)}: give a URI (op://...) or <suite>:<index> such as resnet18:1; "
             f"suites: {', '.join(suite_names())} (list them with `tune-gym tasks`)"
         )
-    if name not in _DEFS and name not in TARGET_SUITES:
+    if name not in _DEFS and _owner(name) is None:
         raise TaskError(f"unknown task {show(task_id)}: no suite {show(name)}; suites: {', '.join(suite_names())} "
                         "(list them with `tune-gym tasks`)")
     suite = get_suite(name, target or None)

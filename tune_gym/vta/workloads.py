@@ -1,6 +1,6 @@
 """VTA workloads: the DeepBench conv layers of Rieber et al.'s HW-aware study, and ResNet-18's convs.
 
-Suites (task ids ``<suite>:<id>``, registered in :data:`tune_gym.tasks.suites.TARGET_SUITES`):
+Suites (task ids ``<suite>:<id>``, registered in :attr:`tune_gym.vta.kind.KIND`'s ``suites``):
 
 * ``deepbench``: the 13 DeepBench inference-server conv layers of the paper's Table II, with
   the paper's ids (``deepbench:3`` ... ``deepbench:107``) and its numbers for each space
