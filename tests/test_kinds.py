@@ -319,3 +319,18 @@ def test_suites_of_a_registered_kind_are_listed() -> None:
     with pytest.raises(TaskError, match="suite 'resnet18' of kind toy2 is the core's .tune_gym.tasks.suites."):
         kinds.register_kind(_toy_kind("toy2", suites={"resnet18": str}, backends={}, uri_schemes={},
                                       data_subdir=None))
+
+
+def test_data_subdir_comes_from_the_kind(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import dataclasses
+
+    from tune_gym.datasets.catalog import task_data_dirs
+
+    monkeypatch.setenv("TUNE_GYM_DATA", str(tmp_path))
+    vta = kinds.get_kind("vta")
+    assert vta is not None
+    assert tmp_path / "vta" in task_data_dirs("deepbench:3") and tmp_path / "vta" not in task_data_dirs("resnet18:1")
+    kinds.register_kind(dataclasses.replace(vta, data_subdir="vta_elsewhere"), replace=True)
+    assert tmp_path / "vta_elsewhere" in task_data_dirs("deepbench:3")
+    kinds.register_kind(dataclasses.replace(vta, data_subdir=None), replace=True)
+    assert all(d.name != "vta" for d in task_data_dirs("deepbench:3"))

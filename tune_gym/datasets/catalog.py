@@ -7,11 +7,11 @@ is checked (:func:`tune_gym.datasets.dataset.read_footer`: its fields and its se
 that is not a sound dataset (not Parquet, no footer, edited metadata, unsealed) is left out
 with a warning naming it and why (:class:`CatalogWarning`); the other files are listed.
 
-Datasets of a simulated target live in a subfolder named after its kind
-(:data:`TARGET_SUBDIRS`: ``benchmarks/datasets/vta/``). :func:`catalog` lists only the top
-folders, so readers of the whole catalog (cost-model trainers, transfer) never see simulated
-data; :func:`find_dataset` looks in the subfolder too for a task on that target, so the replay
-backend and the leaderboard find them.
+Datasets of a registered target kind live in the subfolder the kind names
+(:attr:`tune_gym.kinds.TaskKind.data_subdir`, e.g. ``benchmarks/datasets/<subdir>/``).
+:func:`catalog` lists only the top folders, so readers of the whole catalog (cost-model
+trainers, transfer) never see such data; :func:`find_dataset` looks in the subfolder too for a
+task on that target, so the replay backend and the leaderboard find them.
 
 Example:
     >>> entry = find_dataset(Task.parse("resnet18:7"), "compact")
@@ -26,16 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tune_gym import kinds
 from tune_gym.datasets.dataset import DatasetError, read_footer
 from tune_gym.tasks.task import Task
 
-__all__ = ["TARGET_SUBDIRS", "CatalogEntry", "CatalogWarning", "catalog", "data_dirs", "find_dataset", "read_entry",
+__all__ = ["CatalogEntry", "CatalogWarning", "catalog", "data_dirs", "find_dataset", "read_entry",
            "task_data_dirs"]
 
 _REPO_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
-#: Target kind -> the subfolder of each data directory that holds its datasets (simulated
-#: targets, kept out of :func:`catalog`'s default listing).
-TARGET_SUBDIRS = {"vta": "vta"}
 
 
 class CatalogWarning(UserWarning):
@@ -66,11 +64,12 @@ def data_dirs() -> list[Path]:
 
 
 def task_data_dirs(task: Task | str) -> list[Path]:
-    """Directories searched for ``task``'s dataset: :func:`data_dirs`, then, for a target of
-    :data:`TARGET_SUBDIRS`, that subfolder of each."""
+    """Directories searched for ``task``'s dataset: :func:`data_dirs`, then, for a registered
+    target kind with a data subfolder, that subfolder of each."""
     task = task if isinstance(task, Task) else Task.parse(task)
     dirs = data_dirs()
-    sub = TARGET_SUBDIRS.get(task.target.kind)
+    kind = kinds.get_kind(task.target.kind)
+    sub = kind.data_subdir if kind is not None else None
     return [*dirs, *(d / sub for d in dirs)] if sub else dirs
 
 
