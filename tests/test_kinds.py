@@ -248,14 +248,12 @@ def test_broken_entry_point_is_skipped_with_a_warning(monkeypatch: pytest.Monkey
 
 # ---------------------------------------------------------------------------- the vta kind
 def test_vta_kind_agrees_with_its_package() -> None:
-    from tune_gym.tasks.targets import INT_OPTIONS, VTA_DEFAULTS
-    from tune_gym.vta.kind import VTA_RANGES
+    from tune_gym.vta.kind import VTA_DEFAULTS
     from tune_gym.vta.space import VTASpace
 
     vta = kinds.get_kind("vta")
     assert vta is not None and kinds.is_discoverable("vta") and kinds.kind_names()[:3] == ["llvm", "cuda", "vta"]
     assert {o.name: o.default for o in vta.options} == VTA_DEFAULTS
-    assert all(INT_OPTIONS[name] == rng for name, rng in VTA_RANGES.items())
     assert set(vta.suites) == {"deepbench", "resnet18_vta"} and list(vta.backends) == ["vta-sim"]
     assert vta.has_schedules == VTASpace.has_schedules and vta.default_observation == "knobs"
     assert kinds.load(vta.space) == VTASpace.for_task
@@ -334,3 +332,35 @@ def test_data_subdir_comes_from_the_kind(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert tmp_path / "vta_elsewhere" in task_data_dirs("deepbench:3")
     kinds.register_kind(dataclasses.replace(vta, data_subdir=None), replace=True)
     assert all(d.name != "vta" for d in task_data_dirs("deepbench:3"))
+
+
+def test_target_of_a_registered_kind() -> None:
+    from tune_gym.tasks import TargetSpec
+
+    checked: list[Any] = []
+    kinds.register_kind(_toy_kind(is_gpu=True, no_tvm_target="is a toy; it has no TVM target",
+                                  check_target=checked.append))
+    spec = TargetSpec.from_str("toy&width=32")
+    assert str(spec) == "toy&width=32" and checked == [spec]
+    assert TargetSpec("toy").resolved() == {"kind": "toy", "width": 16}
+    assert TargetSpec.parse("toy", {"width": 8}).resolved() == {"kind": "toy", "width": 8}
+    assert spec.is_gpu and not TargetSpec("llvm").is_gpu and TargetSpec("cuda").is_gpu
+    with pytest.raises(TaskError, match="^target toy is a toy; it has no TVM target$"):
+        spec.tvm_target()
+    with pytest.raises(TaskError, match="^target toy: option 'width'='7' out of range; accepted: 8, 16, 32$"):
+        TargetSpec.from_str("toy&width=7")
+    with pytest.raises(TaskError, match="^target toy: unknown option 'cores'; allowed: width$"):
+        TargetSpec.from_str("toy&cores=4")
+    with pytest.raises(TaskError, match="^unknown target kind 'rocm'; known: llvm, cuda, vta, toy$"):
+        TargetSpec("rocm")
+
+
+def test_vta_target_through_the_registry() -> None:
+    from tune_gym.tasks import TargetSpec
+
+    assert TargetSpec.from_str("vta&log_block=05").resolved()["log_block"] == 5
+    with pytest.raises(TaskError, match=r"^target vta: option 'log_block'='9' out of range; accepted: an integer "
+                                        r"in \[1, 6\]$"):
+        TargetSpec.from_str("vta&log_block=9")
+    with pytest.raises(TaskError, match="^target vta is simulated by tune_gym.vta; it has no TVM target"):
+        TargetSpec("vta").tvm_target()

@@ -1,9 +1,5 @@
-"""Targets: the host CPU through LLVM, CUDA (spaces and validity need no GPU), and a simulated VTA.
-
-``vta`` is the Versatile Tensor Accelerator (TVM no longer ships it), simulated by
-:mod:`tune_gym.vta`: its options are the hardware parameters of VTA's ``vta_config.json``
-(:data:`VTA_DEFAULTS`, the published 1x16x16 int8 GEMM core with 32 KiB input, 256 KiB weight,
-128 KiB accumulator and 32 KiB micro-op buffers); it runs only the ``vta_conv2d`` op.
+"""Targets: the host CPU through LLVM, CUDA (spaces and validity need no GPU), and the target
+kinds registered in :mod:`tune_gym.kinds` (not TVM targets; each names its own options).
 
 ``llvm`` means "this machine": the CPU model is detected with LLVM's host detection (TVM's
 ``-mcpu=native`` is *not* resolved by apache-tvm 0.27 and silently becomes ``generic``, which
@@ -27,18 +23,11 @@ option                         kind   accepted values
                                       major in ``[3, 12]`` (``sm_75``, ``sm_90a``, ``sm_120``)
 ``max_threads_per_block``      cuda   an integer in ``[1, 4096]``
 ``max_shared_memory_per_block`` cuda  an integer number of bytes in ``[1, 2**20]``
-``log_batch``                  vta    log2 of the GEMM core's batch rows, ``[0, 4]`` (default 0)
-``log_block``                  vta    log2 of its input / output channel block, ``[1, 6]`` (4)
-``log_uop_buff_size``          vta    log2 bytes of the micro-op buffer, ``[8, 24]`` (15)
-``log_inp_buff_size``          vta    log2 bytes of the input buffer, ``[8, 24]`` (15)
-``log_wgt_buff_size``          vta    log2 bytes of the weight buffer, ``[8, 24]`` (18)
-``log_acc_buff_size``          vta    log2 bytes of the accumulator buffer, ``[8, 24]`` (17)
-``acc_hazard``                 vta    GEMM cycles within which one accumulator entry may not be
-                                      accumulated twice, ``[0, 16]`` (2; 0: no such rule)
 ============================== ====== ==========================================================
 
-The ``vta`` options are checked together when a task is made (each buffer must hold at least
-one tensor element of the GEMM core, :meth:`tune_gym.vta.hardware.VTAHardware.check`).
+A registered kind's options are its :attr:`~tune_gym.kinds.TaskKind.options`, each checked by
+its own checker (with the messages above for integers, :func:`check_int_option`), then together
+by the kind's ``check_target``; options left out resolve to their defaults.
 
 Integers are written in decimal digits (no sign, at most 9 digits) and stored canonically
 (``cores=04`` becomes ``cores=4``).
@@ -54,11 +43,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tune_gym import kinds
 from tune_gym.errors import TaskError
 from tune_gym.tasks._checks import fields, pairs, show
 
-__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "VTA_DEFAULTS", "TargetSpec", "check_int_option", "host_cores",
-           "host_cpu"]
+__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "TargetSpec", "check_int_option", "host_cores", "host_cpu"]
 
 #: Device limits used for CUDA validity checking when no GPU is present (an sm_75 class GPU).
 CUDA_DEFAULTS: dict[str, Any] = {
@@ -75,33 +64,11 @@ INT_OPTIONS: dict[str, tuple[int, int]] = {
     "cores": (1, MAX_CORES),
     "max_threads_per_block": (1, 4096),
     "max_shared_memory_per_block": (1, 2**20),
-    "log_batch": (0, 4),
-    "log_block": (1, 6),
-    "log_uop_buff_size": (8, 24),
-    "log_inp_buff_size": (8, 24),
-    "log_wgt_buff_size": (8, 24),
-    "log_acc_buff_size": (8, 24),
-    "acc_hazard": (0, 16),
 }
 
-#: VTA's published default configuration (apache/tvm ``vta/config/vta_config.json``: a 1x16x16 int8
-#: GEMM core, 32 KiB input, 256 KiB weight, 128 KiB accumulator and 32 KiB micro-op buffers) and
-#: the accumulator hazard window of its GEMM pipeline (see :mod:`tune_gym.vta.model`).
-VTA_DEFAULTS: dict[str, int] = {
-    "log_batch": 0,
-    "log_block": 4,
-    "log_uop_buff_size": 15,
-    "log_inp_buff_size": 15,
-    "log_wgt_buff_size": 18,
-    "log_acc_buff_size": 17,
-    "acc_hazard": 2,
-}
-
-_KINDS = ("llvm", "cuda", "vta")
 _LLVM_OPTIONS = ("mcpu", "cores")
 _CUDA_OPTIONS = ("arch", "max_threads_per_block", "max_shared_memory_per_block")
-_VTA_OPTIONS = tuple(VTA_DEFAULTS)
-_OPTIONS = {"llvm": _LLVM_OPTIONS, "cuda": _CUDA_OPTIONS, "vta": _VTA_OPTIONS}
+_OPTIONS = {"llvm": _LLVM_OPTIONS, "cuda": _CUDA_OPTIONS}
 _INT = re.compile(r"[0-9]{1,9}", re.ASCII)
 _CPU = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}", re.ASCII)
 _ARCH = re.compile(r"sm_([0-9]{2,3})[af]?", re.ASCII)
@@ -157,15 +124,28 @@ def _check_arch(value: str, where: str) -> str:
     return value
 
 
-def _check_option(kind: str, key: str, value: str) -> str:
+def _check_option(kind: kinds.TaskKind | None, name: str, key: str, value: str) -> str:
     """Validate one option; return its canonical string."""
-    where = f"target {kind}: option {key!r}"
+    where = f"target {name}: option {key!r}"
+    if kind is not None:
+        opt = next(o for o in kind.options if o.name == key)
+        return str(kinds.load(opt.check)(value, where))
     if key == "mcpu":
         return _check_mcpu(value, where)
     if key == "arch":
         return _check_arch(value, where)
     lo, hi = INT_OPTIONS[key]
     return check_int_option(value, where, lo, hi)
+
+
+def _kind_options(kind: kinds.TaskKind, opts: Mapping[str, str]) -> dict[str, Any]:
+    """A registered kind's options, defaults filled in; ints where the default is an int."""
+    out: dict[str, Any] = {}
+    for opt in kind.options:
+        value = opts.get(opt.name, opt.default)
+        if value is not None:
+            out[opt.name] = int(value) if isinstance(opt.default, int) else value
+    return out
 
 
 @functools.cache
@@ -202,7 +182,7 @@ class TargetSpec:
     validates the options (see the module docstring) and stores them sorted and canonical.
 
     Attributes:
-        kind: ``llvm``, ``cuda`` or ``vta`` (simulated, :mod:`tune_gym.vta`).
+        kind: ``llvm``, ``cuda`` or a registered kind (:func:`tune_gym.kinds.kind_names`).
         options: ``(name, value)`` pairs; values are strings (ints are accepted and converted).
     """
 
@@ -210,9 +190,9 @@ class TargetSpec:
     options: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kind, str) or self.kind not in _KINDS:
-            raise TaskError(f"unknown target kind {show(self.kind)}; known: {', '.join(_KINDS)}")
-        allowed = _OPTIONS[self.kind]
+        kind = kinds.require_kind(self.kind)
+        allowed = _OPTIONS[self.kind] if kind is None else tuple(o.name for o in kind.options)
+        int_valued = INT_OPTIONS if kind is None else {o.name for o in kind.options if isinstance(o.default, int)}
         seen: dict[str, str] = {}
         for pair in pairs(self.options, f"target {self.kind}: options"):
             key, value = pair
@@ -222,13 +202,15 @@ class TargetSpec:
                 )
             if key in seen:
                 raise TaskError(f"target {self.kind}: option {key!r} given twice; give each option once")
-            if isinstance(value, int) and not isinstance(value, bool) and key in INT_OPTIONS:
+            if isinstance(value, int) and not isinstance(value, bool) and key in int_valued:
                 value = str(value)
             if not isinstance(value, str):
                 raise TaskError(f"target {self.kind}: option {key!r} must be a str, got "
                                 f"{type(value).__name__} {show(value)}")
-            seen[key] = _check_option(self.kind, key, value)
+            seen[key] = _check_option(kind, self.kind, key, value)
         object.__setattr__(self, "options", tuple(sorted(seen.items())))
+        if kind is not None and kind.check_target is not None:
+            kinds.load(kind.check_target)(self)
 
     @classmethod
     def parse(cls, kind: str, options: Mapping[str, str | int] | None = None) -> TargetSpec:
@@ -256,8 +238,9 @@ class TargetSpec:
     def resolved(self) -> dict[str, Any]:
         """The full option dict TVM's ``Target`` takes, with host detection applied."""
         opts = self.option_dict
-        if self.kind == "vta":  # the hardware parameters, defaults filled in
-            return {"kind": "vta", **{k: int(opts.get(k, v)) for k, v in VTA_DEFAULTS.items()}}
+        kind = kinds.get_kind(self.kind)
+        if kind is not None:  # the kind's options, defaults filled in
+            return {"kind": kind.name, **_kind_options(kind, opts)}
         if self.kind == "llvm":
             cores = int(opts["cores"]) if "cores" in opts else host_cores()
             return {"kind": "llvm", "mcpu": opts.get("mcpu") or host_cpu(), "num-cores": cores}
@@ -268,17 +251,18 @@ class TargetSpec:
         return out
 
     def tvm_target(self) -> Any:
-        """The ``tvm.target.Target`` for this spec (``vta`` has none: it is simulated)."""
-        if self.kind == "vta":
-            raise TaskError("target vta is simulated by tune_gym.vta; it has no TVM target (TVM no longer "
-                            "ships VTA). Use the vta-sim backend and tune_gym.vta.VTASpace.")
+        """The ``tvm.target.Target`` for this spec (a registered kind has none: it is not TVM's)."""
+        kind = kinds.get_kind(self.kind)
+        if kind is not None:
+            raise TaskError(f"target {kind.name} {kind.no_tvm_target}")
         from tune_gym._tvm import tvm
 
         return tvm().target.Target(self.resolved())
 
     @property
     def is_gpu(self) -> bool:
-        return self.kind == "cuda"
+        kind = kinds.get_kind(self.kind)
+        return self.kind == "cuda" if kind is None else kind.is_gpu
 
     def __str__(self) -> str:
         return self.kind + "".join(f"&{k}={v}" for k, v in self.options)

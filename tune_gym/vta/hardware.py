@@ -2,7 +2,7 @@
 
 The parameters are those of VTA's ``vta_config.json`` (apache/tvm ``vta/config/``), written as
 log2 values as there, and set through a ``vta`` target's options
-(:data:`tune_gym.tasks.targets.VTA_DEFAULTS`, e.g. ``?target=vta&log_block=5``). Defaults: the
+(:data:`tune_gym.vta.kind.VTA_DEFAULTS`, e.g. ``?target=vta&log_block=5``). Defaults: the
 published configuration, a ``BATCH x BLOCK_IN x BLOCK_OUT = 1 x 16 x 16`` GEMM core on int8
 inputs and weights with int32 accumulation, a 32 KiB input buffer, a 256 KiB weight buffer, a
 128 KiB accumulator buffer and a 32 KiB micro-op buffer.
@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tune_gym.errors import TaskError
-from tune_gym.tasks.targets import VTA_DEFAULTS, TargetSpec
+from tune_gym.tasks.targets import TargetSpec
+from tune_gym.vta.kind import VTA_DEFAULTS
 
 __all__ = ["DMA_FIELD_MAX", "DMA_PAD_MAX", "UOP_BYTES", "VTAHardware"]
 
