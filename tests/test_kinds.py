@@ -7,10 +7,13 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tune_gym.measure  # reserves the core backends before the registry snapshot
+import tune_gym.tasks  # noqa: F401  (reserves the core ops, suites and URI schemes)
 from tune_gym import kinds
 from tune_gym.errors import TaskError
 from tune_gym.kinds import BackendEntry, TargetOption, TaskKind
@@ -40,8 +43,11 @@ class _ToyBackend:
     def __init__(self, latency: float = 1e-3) -> None:
         self.latency = latency
 
-    def measure(self, task: Any, configs: Any) -> list[float]:
-        return [self.latency for _ in configs]
+    def measure(self, task: Any, space: Any, configs: Any) -> list[Any]:
+        from tune_gym.measure import MeasureResult
+
+        return [MeasureResult(costs=(self.latency,), flops=task.flops, run_secs=self.latency,
+                              extra={"simulated": True}) for _ in configs]
 
     def close(self) -> None:
         pass
@@ -62,17 +68,51 @@ def _toy_space(task: Any, preset: str) -> Any:
     return space
 
 
+def _toy_op() -> Any:
+    from tune_gym.tasks import OpDef
+
+    return OpDef("toy_scale", 1, ("n",), lambda q, dtype: [], lambda q: 2 * q["n"], lambda q: [(q["n"],)],
+                 lambda torch, q, x: x[0] * 2, "y = 2x on the toy accelerator", output_shape=lambda q: (q["n"],),
+                 targets=("toy",))
+
+
+_TOY_OP = _toy_op()
+
+
+def _toy_parse(text: str) -> Any:
+    """``toy://<n>``: the toy_scale task of size n."""
+    from tune_gym.tasks import Task
+
+    digits = text.removeprefix("toy://")
+    if not digits.isdecimal():
+        raise TaskError(f"toy URI {text!r}: expected toy://<n>")
+    return Task.make("toy_scale", target="toy", n=int(digits))
+
+
+def _toy_suite(spec: Any) -> Any:
+    from tune_gym.tasks import Suite, SuiteTask, Task
+
+    return Suite("toybench", "two toy tasks", tuple(SuiteTask(Task.make("toy_scale", target=spec, n=n), 1)
+                                                   for n in (64, 128)))
+
+
 def _toy_kind(name: str = "toy", **changes: Any) -> TaskKind:
     fields: dict[str, Any] = dict(
         name=name, summary="a toy accelerator", space=_toy_space,
         options=(TargetOption("width", _toy_check_width, 16),),
+        ops={"toy_scale": _TOY_OP},
         backends={"toy-sim": BackendEntry(_ToyBackend, "a fixed latency for every config")},
-        suites={"toybench": lambda spec: ("toybench", spec)},
-        uri_schemes={"toy://": lambda text: ("parsed", text)},
+        suites={"toybench": _toy_suite},
+        uri_schemes={"toy://": _toy_parse},
         data_subdir="toy",
     )
     fields.update(changes)
     return TaskKind(**fields)
+
+
+def _bare(name: str, **changes: Any) -> TaskKind:
+    """A kind of the toy's shape that owns no op, backend, suite, URI scheme or data folder."""
+    return _toy_kind(name, **{**dict(ops={}, backends={}, suites={}, uri_schemes={}, data_subdir=None), **changes})
 
 
 # ---------------------------------------------------------------------------- registration and lookups
@@ -85,11 +125,10 @@ def test_register_and_look_up() -> None:
     assert kinds.owner_of_backend("toy-sim") is toy and "toy-sim" in kinds.backend_ids()
     assert kinds.owner_of_suite("toybench") is toy and "toybench" in kinds.suite_names()
     assert kinds.owner_of_op("toybench") is None
-    assert kinds.uri_parser("toy://a/b") is not None and kinds.uri_parser("toy://a/b")("toy://a/b") == (  # type: ignore[misc]
-        "parsed", "toy://a/b")
+    assert kinds.uri_parser("toy://a/b") is _toy_parse and kinds.owner_of_op("toy_scale") is toy
     assert kinds.uri_parser("op://dense-v1/m1_n1_k1?target=llvm") is None
     backend = kinds.load(toy.backends["toy-sim"].factory)(latency=2.0)
-    assert backend.measure(None, [0, 1]) == [2.0, 2.0]
+    assert isinstance(backend, _ToyBackend) and backend.latency == 2.0
     assert not kinds.is_discoverable("toy") and kinds.is_discoverable("llvm")
 
 
@@ -119,8 +158,7 @@ def test_default_observation() -> None:
             self.target = _Spec(kind)
 
     kinds.register_kind(_toy_kind())
-    kinds.register_kind(_toy_kind("toyg", has_schedules=True, default_observation="graph", backends={}, suites={},
-                                  uri_schemes={}, data_subdir=None))
+    kinds.register_kind(_bare("toyg", has_schedules=True, default_observation="graph"))
     assert kinds.default_observation(_Task("llvm")) == "sequence"
     assert kinds.default_observation(_Task("toy")) == "knobs"
     assert kinds.default_observation(_Task("toyg")) == "graph"
@@ -142,12 +180,12 @@ def test_name_taken_and_replace() -> None:
     ({"backends": {"toy-sim": BackendEntry(str, "x")}}, "backend 'toy-sim' of kind toy2 is also kind toy's"),
     ({"uri_schemes": {"toy://": str}}, "uri_scheme 'toy://' of kind toy2 is also kind toy's"),
     ({"data_subdir": "toy"}, "data_subdir 'toy' of kind toy2 is also kind toy's"),
+    ({"ops": {"toy_scale": "x.y:z"}}, "op 'toy_scale' of kind toy2 is also kind toy's"),
 ])
 def test_collision_with_another_kind(changes: dict[str, Any], message: str) -> None:
     kinds.register_kind(_toy_kind())
-    base: dict[str, Any] = dict(backends={}, suites={}, uri_schemes={}, data_subdir=None)
     with pytest.raises(TaskError, match=message):
-        kinds.register_kind(_toy_kind("toy2", **{**base, **changes}))
+        kinds.register_kind(_bare("toy2", **changes))
     assert kinds.get_kind("toy2") is None
 
 
@@ -215,7 +253,7 @@ def test_kind_names_are_checked(name: str) -> None:
 
     ok = bool(re.fullmatch(r"[a-z][a-z0-9_]{0,15}", name, re.ASCII)) and name not in kinds.kind_names()
     try:
-        kinds.register_kind(_toy_kind(name, backends={}, suites={}, uri_schemes={}, data_subdir=None))
+        kinds.register_kind(_bare(name))
     except TaskError as err:
         assert not ok and "\n" not in str(err)
     else:
@@ -235,7 +273,7 @@ def test_broken_entry_point_is_skipped_with_a_warning(monkeypatch: pytest.Monkey
         name, value = "good", "tests:toy"
 
         def load(self) -> Any:
-            return _toy_kind("plugged", backends={}, suites={}, uri_schemes={}, data_subdir=None)
+            return _bare("plugged")
 
     monkeypatch.setattr(kinds, "entry_points", lambda group: [_Entry(), _Good()])
     monkeypatch.setattr(kinds, "_discovered", False)
@@ -303,8 +341,7 @@ def test_backend_of_a_registered_kind() -> None:
                                           r".*toy-sim"):
         make_backend("nope")
     with pytest.raises(TaskError, match="backend 'replay' of kind toy2 is the core's .tune_gym.measure."):
-        kinds.register_kind(_toy_kind("toy2", backends={"replay": BackendEntry(_ToyBackend, "x")}, suites={},
-                                      uri_schemes={}, data_subdir=None))
+        kinds.register_kind(_bare("toy2", backends={"replay": BackendEntry(_ToyBackend, "x")}))
 
 
 def test_suites_of_a_registered_kind_are_listed() -> None:
@@ -315,8 +352,7 @@ def test_suites_of_a_registered_kind_are_listed() -> None:
     with pytest.raises(TaskError, match=r"unknown suite 'nope'; known suites: .*resnet18, .*deepbench, .*toybench"):
         get_suite("nope")
     with pytest.raises(TaskError, match="suite 'resnet18' of kind toy2 is the core's .tune_gym.tasks.suites."):
-        kinds.register_kind(_toy_kind("toy2", suites={"resnet18": str}, backends={}, uri_schemes={},
-                                      data_subdir=None))
+        kinds.register_kind(_bare("toy2", suites={"resnet18": str}))
 
 
 def test_data_subdir_comes_from_the_kind(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
@@ -364,3 +400,36 @@ def test_vta_target_through_the_registry() -> None:
         TargetSpec.from_str("vta&log_block=9")
     with pytest.raises(TaskError, match="^target vta is simulated by tune_gym.vta; it has no TVM target"):
         TargetSpec("vta").tvm_target()
+
+
+def test_toy_kind_end_to_end() -> None:
+    """A task of the toy kind parses from its URI and its op:// URI, and gets the toy's space,
+    backend, suite and default observation through the core."""
+    from tune_gym.measure import make_backend
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks import Task, get_op, get_suite
+
+    kinds.register_kind(_toy_kind())
+    task = Task.parse("toy://64")
+    assert task == Task.from_uri("op://toy_scale-v1/n64?target=toy") == Task.parse(task.uri)
+    assert task.target.kind == "toy" and task.flops == 128 and get_op("toy_scale") is _TOY_OP
+    space = KnobSpace.for_task(task)
+    assert space.names == ["unroll", "vector"] and space.size == 6
+    results = make_backend("toy-sim").measure(task, space, space.sample(np.random.default_rng(0), 2))
+    assert [r.costs for r in results] == [(1e-3,), (1e-3,)] and results[0].flops == 128
+    assert kinds.default_observation(task) == "knobs"
+    suite = get_suite("toybench")
+    assert [t.task.uri for t in suite.tasks] == [Task.parse("toy://64").uri, Task.parse("toy://128").uri]
+    assert Task.parse("toybench:1") == Task.parse("toy://128")
+    assert get_suite("toybench", "toy&width=8").tasks[0].task.target.resolved()["width"] == 8
+    with pytest.raises(TaskError, match="^suite toybench runs on target toy only, not llvm$"):
+        get_suite("toybench", "llvm")
+    with pytest.raises(TaskError, match=r"^op dense does not run on target toy; it runs on llvm, cuda "
+                                        r"\(target toy runs only toy_scale\)$"):
+        Task.make("dense", target="toy", m=1, n=1, k=1)
+    with pytest.raises(TaskError, match="^op toy_scale does not run on target llvm; it runs on toy$"):
+        Task.make("toy_scale", n=4)
+    with pytest.raises(TaskError, match=r"^unknown op 'nope'; known ops: .*toy_scale.*vta_conv2d"):
+        get_op("nope")
+    with pytest.raises(TaskError, match="^toy URI 'toy://x': expected toy://<n>$"):
+        Task.parse("toy://x")

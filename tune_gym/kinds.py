@@ -110,7 +110,8 @@ class TaskKind:
         space: ``(task, preset) -> KnobSpace``; the kind caches spaces per process if it wants.
         options: the target options (:class:`TargetOption`) accepted with ``target=<name>``.
         check_target: ``(TargetSpec) -> None``: checks the options together (TaskError).
-        ops: ``op://`` ops bound to this kind: op name -> ``OpDef``.
+        ops: ``op://`` ops bound to this kind: op name -> its ``OpDef`` (the object, or a
+            ``"package.module:attr"`` str naming it).
         uri_schemes: URI prefix (``"kt://"``) -> ``(text) -> Task``.
         backends: backend id -> :class:`BackendEntry`.
         suites: suite name -> ``(TargetSpec) -> Suite``.
@@ -129,7 +130,7 @@ class TaskKind:
     space: Ref
     options: tuple[TargetOption, ...] = ()
     check_target: Ref | None = None
-    ops: Mapping[str, Ref] = field(default_factory=dict)
+    ops: Mapping[str, Any] = field(default_factory=dict)
     uri_schemes: Mapping[str, Ref] = field(default_factory=dict)
     backends: Mapping[str, BackendEntry] = field(default_factory=dict)
     suites: Mapping[str, Ref] = field(default_factory=dict)
@@ -213,7 +214,10 @@ def _check_members(kind: TaskKind) -> None:
                             "[a-z][a-z0-9_]{0,31}")
         seen.add(opt.name)
         _check_ref(kind.name, f"option {opt.name} check", opt.check)
-    for what in ("ops", "suites", "uri_schemes"):
+    for name, ref in kind.ops.items():
+        if isinstance(ref, str):
+            _check_ref(kind.name, f"op {name!r}", ref)
+    for what in ("suites", "uri_schemes"):
         for name, ref in getattr(kind, what).items():
             _check_ref(kind.name, f"{what[:-1]} {name!r}", ref)
     for prefix in kind.uri_schemes:

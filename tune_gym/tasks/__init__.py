@@ -8,7 +8,7 @@ A network's fused kernels are tasks too (:class:`PrimFuncTask`, ``tir://`` URIs,
 :mod:`tune_gym.tasks.prim_func`).
 """
 
-from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS, OPS, TARGET_OPS, OpDef, get_op
+from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS, OPS, OpDef, get_op
 from tune_gym.tasks.prim_func import PrimFuncTask
 from tune_gym.tasks.suites import SUITES, Suite, SuiteTask, get_suite, suite_names, task_by_id
 from tune_gym.tasks.targets import MAX_CORES, TargetSpec, host_cores, host_cpu
@@ -21,7 +21,6 @@ __all__ = [
     "MAX_FLOPS",
     "OPS",
     "SUITES",
-    "TARGET_OPS",
     "OpDef",
     "PrimFuncTask",
     "Suite",

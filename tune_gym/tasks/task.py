@@ -40,10 +40,10 @@ part, the bad value and what is accepted, for
   ``[1, 2**16]``), one call's tensors hold at most ``2**28`` elements and cost at most
   ``2**40`` FLOPs (:mod:`tune_gym.tasks.ops` lists the rules);
 * a query field that is malformed or given twice;
-* a dtype other than :data:`DTYPES` (an op of :data:`~tune_gym.tasks.ops.TARGET_OPS` names its
-  own: ``vta_conv2d`` takes ``int8``), or an op on a target kind it does not run on
-  (``vta_conv2d`` runs on ``vta`` only, every other op on ``llvm`` and ``cuda``), or parameters
-  the target cannot run (``vta``: channels and batch that are not multiples of the GEMM core's);
+* a dtype other than :data:`DTYPES` (an op of a registered target kind, :mod:`tune_gym.kinds`,
+  may name its own), or an op on a target kind it does not run on (a registered kind's ops run
+  on that kind only, every other op on ``llvm`` and ``cuda``), or parameters the target cannot
+  run (the op's ``check_target``);
 * a ``weights`` value other than :data:`WEIGHT_LAYOUTS`, or ``packed`` where it is not
   supported (a ``cuda`` target, an op without weight inputs, ``conv2d_transpose_nchw``);
 * an unknown target kind or option, or an option value out of range
@@ -63,6 +63,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tune_gym import kinds
 from tune_gym.errors import TaskError
 from tune_gym.tasks._checks import fields, pairs, show
 from tune_gym.tasks.ops import MAX_DIM, OpDef, get_op
@@ -83,6 +84,7 @@ _PARAM = re.compile(r"([a-z]+)([0-9]+)", re.ASCII)
 
 _id_resolver: Callable[[str], Task] | None = None
 _uri_schemes: dict[str, Callable[[str], Task]] = {}
+kinds.reserve("uri_scheme", ["op://"], "tune_gym.tasks")
 
 
 def register_id_resolver(resolver: Callable[[str], Task]) -> None:
@@ -97,8 +99,16 @@ def register_id_resolver(resolver: Callable[[str], Task]) -> None:
 
 def register_uri_scheme(prefix: str, parse: Callable[[str], Task]) -> None:
     """Make :meth:`Task.from_uri` and :meth:`Task.parse` hand URIs starting with ``prefix`` to
-    ``parse`` (:mod:`tune_gym.tasks.prim_func` registers ``tir://``)."""
+    ``parse`` (:mod:`tune_gym.tasks.prim_func` registers ``tir://``; a registered target kind
+    declares its schemes in :attr:`tune_gym.kinds.TaskKind.uri_schemes` instead)."""
+    kinds.reserve("uri_scheme", [prefix], "tune_gym.tasks")
     _uri_schemes[prefix] = parse
+
+
+def _kind_ops_hint(kind_name: str) -> str:
+    """`` (target X runs only a, b)`` for a registered kind with ops, else ``""``."""
+    kind = kinds.get_kind(kind_name)
+    return f" (target {kind.name} runs only {', '.join(kind.ops)})" if kind is not None and kind.ops else ""
 
 
 def _packed_unsupported(opdef: OpDef, target: TargetSpec) -> str:
@@ -163,8 +173,7 @@ class Task:
                             f"{show(self.target)} (Task.make and with_target also take a str such as 'llvm')")
         if self.target.kind not in opdef.targets:
             raise TaskError(f"op {opdef.name} does not run on target {self.target.kind}; it runs on "
-                            f"{', '.join(opdef.targets)}" + (" (target vta runs only vta_conv2d)"
-                                                             if self.target.kind == "vta" else ""))
+                            f"{', '.join(opdef.targets)}{_kind_ops_hint(self.target.kind)}")
         if opdef.check_target is not None:
             opdef.check_target(dict(self.params), self.target)
         if not isinstance(self.weights, str) or self.weights not in ("", *WEIGHT_LAYOUTS):
@@ -190,6 +199,8 @@ class Task:
         for prefix, parse in _uri_schemes.items():
             if text.startswith(prefix):
                 return parse(text)
+        if not text.startswith("op://") and (kind_parse := kinds.uri_parser(text)) is not None:
+            return kind_parse(text)
         if len(text) > MAX_URI_LENGTH:
             raise TaskError(f"task URI of {len(text)} characters; accepted: at most {MAX_URI_LENGTH}")
         m = _URI.fullmatch(text)
@@ -227,7 +238,8 @@ class Task:
             raise TaskError(f"a task is a str (a URI op://... or a suite id such as resnet18:1), got "
                             f"{type(text).__name__} {show(text)}")
         text = text.strip()
-        if text.startswith("op://") or any(text.startswith(prefix) for prefix in _uri_schemes):
+        if (text.startswith("op://") or any(text.startswith(prefix) for prefix in _uri_schemes)
+                or ("://" in text and kinds.uri_parser(text) is not None)):
             return cls.from_uri(text)
         if _id_resolver is None:  # pragma: no cover - tune_gym.tasks registers the suites
             raise TaskError(f"{show(text)} is not a task URI (op://...) and no task id resolver is registered")
