@@ -11,6 +11,7 @@ from typing import Any
 import gymnasium as gym
 
 from agents.base import RunResult, make_agent, run
+from tune_gym import kinds
 from tune_gym.session import Trial
 from tune_gym.tasks.task import Task
 
@@ -38,13 +39,10 @@ def tune(
 ) -> TuneSummary:
     """Tune ``task`` with an agent on a ``Tune-v0`` env; write records, plot and database if asked."""
     tuner = make_agent(agent, **(agent_options or {}))
-    from tune_gym.space import KnobSpace
-
-    # a simulated target's configs have no TVM schedule to encode: its env observes the knobs
-    knobs_only: dict[str, Any] = {} if KnobSpace.for_task(task, preset).has_schedules else {"observation": "knobs"}
+    # the env observes what the task's kind observes by default (knobs where configs have no schedule)
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
-                   disable_env_checker=True, **knobs_only)
+                   disable_env_checker=True, observation=kinds.default_observation(task))
     base: Any = env.unwrapped
     bar = None
     if progress:

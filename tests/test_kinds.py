@@ -65,6 +65,7 @@ def _toy_space(task: Any, preset: str) -> Any:
     space = KnobSpace.__new__(KnobSpace)
     space._init_one_sketch(task, preset, [Knob("unroll", "categorical", (1, 2, 4)),
                                           Knob("vector", "categorical", (1, 8))])
+    space.has_schedules = False  # type: ignore[misc]  # a knob space with no TVM program behind it
     return space
 
 
@@ -433,3 +434,34 @@ def test_toy_kind_end_to_end() -> None:
         get_op("nope")
     with pytest.raises(TaskError, match="^toy URI 'toy://x': expected toy://<n>$"):
         Task.parse("toy://x")
+
+
+def test_env_observes_the_kinds_default() -> None:
+    import gymnasium as gym
+
+    import tune_gym.envs  # noqa: F401  (registers Tune-v0)
+
+    kinds.register_kind(_toy_kind())
+    env = gym.make("tune_gym/Tune-v0", task="toy://64", backend="toy-sim", batch_size=2, budget=4,
+                   reward_norm="none", disable_env_checker=True)
+    base: Any = env.unwrapped
+    assert base.observation == "knobs" and base.observation_space["best_knobs"].shape == (2,)
+    env.reset(seed=0)
+    _, reward, _, _, _ = env.step(env.action_space.sample())
+    assert float(reward) > 0 and base.best is not None
+    env.close()
+    with pytest.raises(ValueError, match="no TVM schedule to encode .* use observation='knobs', not 'graph'"):
+        gym.make("tune_gym/Tune-v0", task="toy://64", backend="toy-sim", observation="graph")
+
+
+def test_leaderboard_refuses_a_runtime_kind_in_workers(tmp_path: Any) -> None:
+    from benchmarks.leaderboard.runner import run_suite
+    from benchmarks.leaderboard.suite import Suite
+    from benchmarks.leaderboard.suite import SuiteTask as BoardTask
+
+    kinds.register_kind(_toy_kind())
+    suite = Suite("toys", "toy tasks", ("random",), 1, 2, (BoardTask("toy://64", "full", 4),), {})
+    with pytest.raises(ValueError, match="^suite toys: task toy://64: target kind 'toy' is registered in this process "
+                                         "only; declare it in the tune_gym.kinds entry-point group"):
+        run_suite(suite, tmp_path / "r.jsonl", jobs=2, progress=False)
+    assert not (tmp_path / "r.jsonl").exists()

@@ -225,7 +225,10 @@ def _tune(agent_id: str, **options):
 
 def test_random_and_presample_agents_tune_a_vta_task():
     with pytest.raises(ValueError, match="use observation='knobs'"):  # no TVM trace to encode
-        gym.make("tune_gym/Tune-v0", task="deepbench:3", backend="vta-sim")
+        gym.make("tune_gym/Tune-v0", task="deepbench:3", backend="vta-sim", observation="sequence")
+    env = gym.make("tune_gym/Tune-v0", task="deepbench:3", backend="vta-sim")  # the kind's default: knobs
+    assert env.unwrapped.observation == "knobs"
+    env.close()
     _, rnd = _tune("random")
     assert len(rnd.trials) == 32 and rnd.best is not None and rnd.best.result.extra["simulated"]
     agent, pre = _tune("presample", presample_limit=120, n_parallel=16, n_valid=8, n_init=16, plan_size=8,

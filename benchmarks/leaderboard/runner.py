@@ -51,18 +51,17 @@ def _timed(fn: Callable[..., Any], clock: list[float]) -> Callable[..., Any]:
 def make_env(spec: RunSpec) -> Any:
     """The ``Tune-v0`` env of a run (replay/surrogate data from the dataset catalog).
 
-    A space without TVM schedules (a simulated target such as ``vta``) has no schedule to
-    encode: its env observes knobs only (``observation="knobs"``)."""
+    Its observation is the task's kind's default (:func:`tune_gym.kinds.default_observation`:
+    knobs only on a kind whose configs have no TVM schedule)."""
     import gymnasium as gym
 
     import tune_gym  # noqa: F401  (registers the envs)
-    from tune_gym.space import KnobSpace
+    from tune_gym import kinds
     from tune_gym.tasks import Task
 
-    knobs_only = not KnobSpace.for_task(Task.parse(spec.task), spec.preset).has_schedules
-    observation: dict[str, Any] = {"observation": "knobs"} if knobs_only else {}
-    return gym.make("tune_gym/Tune-v0", task=spec.task, preset=spec.preset, backend=spec.backend,
-                    batch_size=spec.batch, budget=spec.budget, disable_env_checker=True, **observation)
+    task = Task.parse(spec.task)
+    return gym.make("tune_gym/Tune-v0", task=task, preset=spec.preset, backend=spec.backend, batch_size=spec.batch,
+                    budget=spec.budget, disable_env_checker=True, observation=kinds.default_observation(task))
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:
@@ -160,6 +159,8 @@ def run_suite(
         raise ValueError(f"suite {suite.name} measures live: its runs are timed one at a time on this machine "
                          "(no --jobs > 1, no --ray)")
     _check_subset(suite, agents, seeds)
+    if jobs > 1 or ray_address:
+        _check_kinds_discoverable(suite)
     results = ResultsFile.open(out, suite)
     todo = [s for s in suite.runs(agents, seeds) if s.key not in results.done]
     bar = _bar(progress, len(todo), len(results.done), suite.name)
@@ -176,6 +177,19 @@ def run_suite(
         if bar is not None:
             bar.close()
     return results
+
+
+def _check_kinds_discoverable(suite: Suite) -> None:
+    """Worker processes find a task's target kind only if it is a core, builtin or entry-point kind."""
+    from tune_gym import kinds
+    from tune_gym.tasks import Task
+
+    for t in suite.tasks:
+        kind = Task.parse(t.id).target.kind
+        if not kinds.is_discoverable(kind):
+            raise ValueError(f"suite {suite.name}: task {t.id}: target kind {kind!r} is registered in this process "
+                             "only; declare it in the tune_gym.kinds entry-point group to run it in worker processes "
+                             "(or run with --jobs 1)")
 
 
 def _check_subset(suite: Suite, agents: list[str] | None, seeds: int | None) -> None:

@@ -15,8 +15,9 @@ are ignored.
 Observation (a ``Dict`` of fixed-shape float32 ``Box``es, usable by SB3's MultiInputPolicy):
     ``task``: task features (:mod:`tune_gym.features.task`), shape ``(17,)``.
     The best config so far (before any measurement, sketch 0 with every knob at index 0),
-    encoded by ``observation``:
-        ``"sequence"`` (default): ``schedule``, the config as a TLP-style sequence of schedule
+    encoded by ``observation`` (default: the task's kind's, :func:`tune_gym.kinds.default_observation`:
+    ``"sequence"`` on ``llvm`` and ``cuda``, ``"knobs"`` on a kind whose configs have no schedules):
+        ``"sequence"``: ``schedule``, the config as a TLP-style sequence of schedule
             primitives (:mod:`tune_gym.features.primitives`), shape ``(max_len, vec_len)``
             (``schedule_shape``; default 25 x 22 on CPUs, 32 x 40 on GPUs);
         ``"graph"``: MetaTune's loop graph of its kernel on the op family's super-graph
@@ -85,6 +86,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ClosedEnvironmentError
 
+from tune_gym import kinds
 from tune_gym.errors import SpaceError
 from tune_gym.features.task import TASK_FEATURE_DIM, task_features
 from tune_gym.measure import resolve_backend
@@ -125,12 +127,14 @@ class TuneEnv(gym.Env):
         backend_options: dict[str, Any] | None = None,
         schedule_shape: tuple[int, int] | None = None,
         render_mode: str | None = None,
-        observation: str = "sequence",
+        observation: str | None = None,
         graph_template: GraphTemplate | dict[str, Any] | None = None,
     ) -> None:
         from tune_gym.features.primitives import default_shape
 
         self.task = task if isinstance(task, Task) else Task.parse(task)
+        if observation is None:
+            observation = kinds.default_observation(self.task)
         batch_size = check_int("batch_size", batch_size, 1)
         budget = check_int("budget", budget, 1)
         resume = check_bool("resume", resume)
