@@ -58,8 +58,15 @@ class Agent:
     """
 
     name: ClassVar[str] = ""
+    #: Whether the agent reads the TVM programs behind configs (traces, loop nests, MetaSchedule
+    #: features): such an agent declines a task whose space has none (a registered target kind
+    #: without schedules, :attr:`tune_gym.kinds.TaskKind.has_schedules`) with :class:`NotApplicable`.
+    needs_schedules: bool = False
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
+        if self.needs_schedules and not space.has_schedules:
+            raise NotApplicable(f"agent {self.name or type(self).__name__} needs TVM schedules; configs of target "
+                                f"{task.target.kind} have none")
         self.space = space
         self.task = task
         self.rng = np.random.default_rng(seed)

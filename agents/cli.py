@@ -98,16 +98,39 @@ def dataset_name(text: str, preset: str) -> str:
     import re
 
     if "://" in text:
+        from tune_gym import kinds
         from tune_gym.tasks import PrimFuncTask, Task
 
         task = Task.parse(text)
-        if isinstance(task, PrimFuncTask):  # a network's kernel (op "prim_func"): named by its content digest
+        kind = kinds.get_kind(task.target.kind)
+        if kind is not None and kind.dataset_slug is not None:  # the kind names its own files
+            slug = str(kinds.load(kind.dataset_slug)(task))
+        elif isinstance(task, PrimFuncTask):  # a network's kernel (op "prim_func"): named by its content digest
             slug = f"tir_{task.digest}"
         else:
             slug = f"{task.op}_{hashlib.sha256(task.uri.encode()).hexdigest()[:8]}"
     else:
         slug = re.sub(r"[^A-Za-z0-9.]+", "_", text).strip("_")
     return f"{slug}_{preset}.parquet"
+
+
+def _out_dir(given: Path | None, task: Any) -> Path:
+    """``--out-dir``, or ``benchmarks/datasets`` (``/<subdir>`` for a registered kind with a data subfolder)."""
+    from tune_gym import kinds
+
+    if given is not None:
+        return given
+    kind = kinds.get_kind(task.target.kind)
+    base = Path("benchmarks/datasets")
+    return base / kind.data_subdir if kind is not None and kind.data_subdir else base
+
+
+def _kind_backends_help() -> str:
+    """``; <id>: <help>`` for each registered kind's backend."""
+    from tune_gym import kinds
+
+    found = (kinds.get_kind(name) for name in kinds.kind_names())
+    return "".join(f"; {b}: {entry.help}" for kind in found if kind is not None for b, entry in kind.backends.items())
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -130,14 +153,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
         backend = LiveBackend(**{"repeat": args.repeat, "build_workers": args.build_workers,
                                  **parse_options(args.backend_option)})
-    else:  # a simulated backend (vta-sim): no builds, no timing on this machine
+    else:  # a registered kind's backend (a simulator, recorded data): no builds here
         from tune_gym.measure import make_backend
 
         backend = make_backend(args.backend, **parse_options(args.backend_option))
     with contextlib.closing(backend):
         for text in args.tasks:
             task = parse_task(text)
-            out = args.out or args.out_dir / dataset_name(text, args.preset)
+            out = args.out or _out_dir(args.out_dir, task) / dataset_name(text, args.preset)
             ds = collect(task, args.preset, out, plans, backend=backend, explorer=explorer, batch=args.batch,
                          save_every=args.save_every, progress=not args.quiet, command=command,
                          measure=not args.save_only, note=args.note)
@@ -150,7 +173,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``agents``, ``tune``, ``collect`` and ``network`` to the ``tune-gym`` subcommands ``sub``."""
+    from tune_gym import kinds
     from tune_gym.measure import BACKENDS
+
+    kind_backends = _kind_backends_help()
 
     p = sub.add_parser("agents", help="list search agents")
     p.set_defaults(fn=cmd_agents)
@@ -165,10 +191,10 @@ def register(sub: Any) -> None:
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
     p.add_argument("--backend", default="live", choices=BACKENDS,
                    help="what measures: live (this machine, the default), replay / surrogate (a dataset), "
-                        "rpc (devices of a TVM RPC tracker: -b tracker=HOST:PORT -b key=KEY), vta-sim")
+                        "rpc (devices of a TVM RPC tracker: -b tracker=HOST:PORT -b key=KEY)" + kind_backends)
     p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (live and rpc: LiveConfig fields such as repeat, number, "
-                        "min_repeat_ms; rpc: tracker, key, devices; vta-sim: VTATiming fields)")
+                        "min_repeat_ms; rpc: tracker, key, devices; a kind's backend: see --backend)")
     p.add_argument("--adaptive", action="store_true",
                    help="AdaTune's adaptive evaluator (micro-batches of 50 runs, stop at CV < 0.1, at most 500 runs)")
     p.add_argument("--seed", type=int, default=0)
@@ -210,16 +236,16 @@ def register(sub: Any) -> None:
     p.add_argument("--plan", action="append", required=True, metavar="MODE",
                    help="exhaustive | random:N | explore:N; repeat to run several in order")
     p.add_argument("--out", type=Path, help="dataset file (one task)")
-    p.add_argument("--out-dir", type=Path, default=Path("benchmarks/datasets"),
-                   help="directory of dataset files named after the task (default benchmarks/datasets)")
+    p.add_argument("--out-dir", type=Path,
+                   help="directory of dataset files named after the task (default benchmarks/datasets, or its "
+                        "subfolder of the task's target kind where the kind has one)")
     p.add_argument("--seed", type=int, default=0, help="seed of random draws and of the exploration agent")
     p.add_argument("--explore-agent", default="xgb-sa", help="agent that chooses exploration configs")
     p.add_argument("--explore-option", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--backend", default="live", choices=["live", "vta-sim"],
-                   help="what measures: live (this machine) or vta-sim (the simulated VTA, for vta tasks; "
-                        "e.g. --out-dir benchmarks/datasets/vta)")
+    p.add_argument("--backend", default="live", choices=["live", *kinds.backend_ids()],
+                   help="what measures: live (this machine)" + kind_backends)
     p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
-                   help="backend option (live: a LiveConfig field; vta-sim: a VTATiming field)")
+                   help="backend option (live: a LiveConfig field; a kind's backend: see --backend)")
     p.add_argument("--repeat", type=int, default=3, help="timed repeats per config")
     p.add_argument("--build-workers", type=int, help="parallel build processes (default: the host's cores)")
     p.add_argument("--batch", type=int, default=32, help="configs per backend call")

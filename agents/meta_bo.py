@@ -113,6 +113,8 @@ class MetaBOAgent(BatchBOAgent):
         acquisition, mc_samples, max_train, chunk, invalid, device: as ``batch-bo``.
     """
 
+    needs_schedules = True
+
     def __init__(self, checkpoint: str = "auto", fine_tune: bool = True, fine_tune_steps: int | None = None,
                  fine_tune_lr: float | None = None, plan_size: int = 16, pool_size: int = 96, n_anchors: int = 4,
                  shortlist: int = 48, sa_points: int = 8, sa_steps: int = 8, sa_early_stop: int = 4,

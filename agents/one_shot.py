@@ -77,6 +77,8 @@ class OneShotAgent(Agent):
         sa_points, sa_steps, sa_early_stop: the search (the paper's 512, 160, 50).
     """
 
+    needs_schedules = True
+
     def __init__(self, checkpoint: str = "auto", k: int = 64, sa_points: int = 512, sa_steps: int = 160,
                  sa_early_stop: int = 50) -> None:
         self.checkpoint = check_checkpoint(checkpoint)

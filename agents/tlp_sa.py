@@ -87,6 +87,8 @@ class TLPSAAgent(ModelGuidedAgent):
             128, 500, 50).
     """
 
+    needs_schedules = True
+
     def __init__(self, checkpoint: str = "auto", fine_tune: str = "decoder", fine_tune_epochs: int = 20,
                  platform: str | None = None, plan_size: int = 64, eps: float = 0.05, sa_points: int = 128,
                  sa_steps: int = 500, sa_early_stop: int = 50) -> None:

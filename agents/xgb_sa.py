@@ -83,6 +83,7 @@ class XGBSAAgent(ModelGuidedAgent):
                  nthread: int | None = 1) -> None:
         super().__init__(plan_size, eps, n_init, invalid, make_sa(sa_points, sa_steps, sa_early_stop))
         self.features = check_choice("features", features, FEATURES)
+        self.needs_schedules = self.features != "knob"  # the other features read the TVM program
         self.loss = check_choice("loss", loss, ("rank", "reg"))
         self.num_rounds = check_int("num_rounds", num_rounds, 1, none=True)
         self.max_rounds = check_int("max_rounds", max_rounds, 1)

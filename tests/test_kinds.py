@@ -465,3 +465,67 @@ def test_leaderboard_refuses_a_runtime_kind_in_workers(tmp_path: Any) -> None:
                                          "only; declare it in the tune_gym.kinds entry-point group"):
         run_suite(suite, tmp_path / "r.jsonl", jobs=2, progress=False)
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("agent_id, options", [
+    ("tlp-sa", {}), ("meta-bo", {}), ("one-shot", {}), ("xgb-sa", {"features": "itervar"}),
+    ("xgb-sa", {"features": "loop"}), ("xgb-sa-transfer", {"features": "itervar"}),
+])
+def test_agents_that_read_programs_decline_a_kind_without_schedules(agent_id: str, options: dict[str, Any]) -> None:
+    from agents.base import NotApplicable, make_agent
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks import Task
+
+    kinds.register_kind(_toy_kind())
+    task = Task.parse("toy://64")
+    agent = make_agent(agent_id, **options)
+    assert agent.needs_schedules
+    with pytest.raises(NotApplicable, match=f"^agent {agent_id} needs TVM schedules; configs of target toy have none$"):
+        agent.reset(KnobSpace.for_task(task), task, seed=0)
+
+
+@pytest.mark.parametrize("agent_id", ["random", "xgb-sa", "ga", "presample"])
+def test_knob_agents_tune_a_kind_without_schedules(agent_id: str) -> None:
+    from agents.base import make_agent
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks import Task
+
+    kinds.register_kind(_toy_kind())
+    task = Task.parse("toy://64")
+    agent = make_agent(agent_id)
+    assert not agent.needs_schedules
+    agent.reset(KnobSpace.for_task(task), task, seed=0)
+    assert len(agent.propose(2)) == 2
+
+
+def test_tlp_sa_declines_vta_tasks() -> None:
+    from agents.base import NotApplicable, make_agent
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks import Task
+
+    task = Task.parse("deepbench:3")
+    with pytest.raises(NotApplicable, match="^agent tlp-sa needs TVM schedules; configs of target vta have none$"):
+        make_agent("tlp-sa").reset(KnobSpace.for_task(task), task, seed=0)
+
+
+def test_collect_cli_takes_the_kinds_backends_and_folders(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from agents.cli import _out_dir, dataset_name
+    from tune_gym.cli import main
+    from tune_gym.tasks import Task
+
+    kinds.register_kind(_toy_kind(dataset_slug=lambda task: f"toy_n{task.params[0][1]}"))
+    assert dataset_name("toy://64", "full") == "toy_n64_full.parquet"
+    assert dataset_name("deepbench:3", "full") == "deepbench_3_full.parquet"
+    assert dataset_name("op://dense-v1/m1_n1_k1?target=llvm", "full").startswith("dense_")
+    assert _out_dir(None, Task.parse("toy://64")) == Path("benchmarks/datasets/toy")
+    assert _out_dir(None, Task.parse("deepbench:3")) == Path("benchmarks/datasets/vta")
+    assert _out_dir(None, Task.parse("resnet18:1")) == Path("benchmarks/datasets")
+    assert _out_dir(Path("x"), Task.parse("toy://64")) == Path("x")
+    with pytest.raises(SystemExit):
+        main(["collect", "toy://64", "--plan", "exhaustive", "--backend", "nope"])
+    assert "(choose from live, vta-sim, toy-sim)" in capsys.readouterr().err.replace("'", "")
+    with pytest.raises(SystemExit):
+        main(["collect", "--help"])
+    assert "toy-sim: a fixed latency for every config" in " ".join(capsys.readouterr().out.split())
