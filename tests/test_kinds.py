@@ -3,8 +3,13 @@ discovery, and a toy kind defined here that goes through the core like any regis
 
 from __future__ import annotations
 
+import ast
+import re
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -250,8 +255,6 @@ def test_load_refuses_malformed_references(text: str) -> None:
 @given(st.text(max_size=20))
 def test_kind_names_are_checked(name: str) -> None:
     """A name is registered exactly when it fits [a-z][a-z0-9_]{0,15} and is free."""
-    import re
-
     ok = bool(re.fullmatch(r"[a-z][a-z0-9_]{0,15}", name, re.ASCII)) and name not in kinds.kind_names()
     try:
         kinds.register_kind(_bare(name))
@@ -306,9 +309,6 @@ def test_vta_kind_agrees_with_its_package() -> None:
 
 def test_vta_kind_imports_nothing_heavy() -> None:
     """The registry's vta entry loads without the vta package's modules or the core's."""
-    import subprocess
-    import sys
-
     code = ("import sys, tune_gym, tune_gym.kinds as k; before = set(sys.modules); "
             "assert k.get_kind('vta').name == 'vta'; print(sorted(set(sys.modules) - before))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -509,8 +509,6 @@ def test_tlp_sa_declines_vta_tasks() -> None:
 
 
 def test_collect_cli_takes_the_kinds_backends_and_folders(capsys: pytest.CaptureFixture[str]) -> None:
-    from pathlib import Path
-
     from agents.cli import _out_dir, dataset_name
     from tune_gym.cli import main
     from tune_gym.tasks import Task
@@ -529,3 +527,74 @@ def test_collect_cli_takes_the_kinds_backends_and_folders(capsys: pytest.Capture
     with pytest.raises(SystemExit):
         main(["collect", "--help"])
     assert "toy-sim: a fixed latency for every config" in " ".join(capsys.readouterr().out.split())
+
+
+# ---------------------------------------------------------------------------- the core names no kind
+_KIND_WORDS = re.compile(r"vta|deepbench", re.IGNORECASE)
+_CORE = Path(__file__).resolve().parents[1] / "tune_gym"
+
+
+def _docstrings(tree: Any) -> set[int]:
+    """ids of the docstring constants of a module, its classes and functions."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _kind_names_in(source: str, allowed: frozenset[str] = frozenset()) -> list[str]:
+    """Every place ``source`` names a registered kind's things in code (docstrings and comments
+    aside): imports of its package, string constants, identifiers."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    hits: list[str] = []
+    for node in ast.walk(tree):
+        words: list[str] = []
+        if isinstance(node, ast.Import):
+            words = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            words = [node.module or "", *(a.name for a in node.names)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            words = [node.value] if node.value not in allowed else []
+        elif isinstance(node, ast.Name):
+            words = [node.id]
+        elif isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            words = [node.name]
+        elif isinstance(node, ast.arg):
+            words = [node.arg]
+        hits += [f"line {getattr(node, 'lineno', 0)}: {w!r}" for w in words if _KIND_WORDS.search(w)]
+    return hits
+
+
+def test_the_scan_finds_kind_names_in_code_only() -> None:
+    source = ('"""Docs may say vta."""\nimport tune_gym.vta.space\nx = "vta-sim"  # vta\n'
+              'def f(deepbench: int) -> None:\n    """vta_conv2d in a docstring."""\n    return VTA_DEFAULTS\n')
+    assert [h.split(":")[0] for h in _kind_names_in(source)] == ["line 2", "line 3", "line 4", "line 6"]
+    assert _kind_names_in('"""vta"""\n# vta\nx = 1\n') == []
+
+
+def test_the_core_names_no_registered_kind() -> None:
+    """Outside tune_gym/vta/ (and tune_gym/external/) only the registry's builtin list names the vta kind."""
+    from tune_gym.kinds import _BUILTIN
+
+    found = []
+    for path in sorted(_CORE.rglob("*.py")):
+        rel = path.relative_to(_CORE)
+        if rel.parts[0] in ("vta", "external"):
+            continue
+        allowed = frozenset(_BUILTIN) if rel.as_posix() == "kinds.py" else frozenset()
+        found += [f"tune_gym/{rel.as_posix()} {hit}" for hit in _kind_names_in(path.read_text(), allowed)]
+    assert found == []
+
+
+def test_core_imports_load_no_vta_module() -> None:
+    """Importing the core loads the vta kind's descriptor (the registry finds it) and nothing else of it."""
+    code = ("import sys, tune_gym, tune_gym.space, tune_gym.measure, tune_gym.datasets.catalog, tune_gym.envs; "
+            "print(sorted(m for m in sys.modules if m.startswith('tune_gym.vta')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() in ("[]", "['tune_gym.vta', 'tune_gym.vta.kind']")

@@ -1,6 +1,6 @@
 """Checks of option values where the options are declared: type, range, one-line errors.
 
-Backends (:class:`tune_gym.measure.live.LiveConfig`, the RPC, replay, surrogate and VTA
+Backends (:class:`tune_gym.measure.live.LiveConfig`, the RPC, replay, surrogate and registered kinds'
 options), the ``Tune-v0`` env and the agents check every option they take with these
 helpers when they are made, so a bad value is refused before anything is measured. An error
 is an :class:`OptionError` (a ``ValueError``) naming the option, the value and what is

@@ -21,11 +21,11 @@ nothing is measured twice and the count of exploration configs still ends at ``n
 
 Builds run in parallel (the live backend's build workers); timing runs one at a time.
 
-Simulated data: a backend with ``simulated = True`` (``vta-sim``) measures nothing on this
-machine, so its rows name the backend as their host (``host = "vta-sim"``, with
-``{"simulated": True}`` as that host's fingerprint), and the collection step says so
-(``"simulated": "vta-sim"`` and a note). Invalid configs keep the error kind and message the
-backend returned.
+Simulated data: a backend with ``simulated = True`` (a registered target kind's simulator,
+:mod:`tune_gym.kinds`) measures nothing on this machine, so its rows name the backend as their
+host (``host = <backend name>``, with ``{"simulated": True}`` as that host's fingerprint), and
+the collection step says so (``"simulated": <backend name>`` and a note). Invalid configs keep
+the error kind and message the backend returned.
 """
 
 from __future__ import annotations

@@ -28,12 +28,12 @@ MIN_COST_SECS = 5e-9
 MAX_COST_SECS = 3600.0
 #: Throughput no single device of a target kind reaches, in GFLOP/s: 100 TFLOP/s for a CPU
 #: (``llvm``; the fastest float32 rate of any CPU socket is well below), 10 PFLOP/s for the
-#: rest (``cuda``, ``vta``). A value above it is not a measurement.
+#: rest (``cuda`` and every registered kind). A value above it is not a measurement.
 MAX_GFLOPS = {"llvm": 1e5, "default": 1e7}
 
 
 def max_gflops(target_kind: str) -> float:
-    """The :data:`MAX_GFLOPS` bound of a target kind (``llvm``, ``cuda``, ``vta``)."""
+    """The :data:`MAX_GFLOPS` bound of a target kind (``llvm``, ``cuda`` or a registered kind)."""
     return MAX_GFLOPS.get(target_kind, MAX_GFLOPS["default"])
 
 
