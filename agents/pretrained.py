@@ -290,17 +290,24 @@ def seal_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
             as a finite state dict (nothing is written).
     """
     path = Path(path)
-    sidecar = path.with_suffix(".json")
-    if not sidecar.exists():
-        raise CheckpointError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
-    doc = read_sidecar(sidecar, verify=False)
-    _check_format(doc, sidecar, None)
+    sidecar, doc = _open_sidecar(path, None)
     weights = _read_weights(path)
     _load_state(weights, path)
     doc.pop("checksums", None)
     doc["checksums"] = {"weights": hashlib.sha256(weights).hexdigest(), "sidecar": sidecar_digest(doc)}
     _write_atomic(sidecar, _sidecar_text(doc).encode())
     return doc
+
+
+def _open_sidecar(path: Path, model: str | None) -> tuple[Path, dict[str, Any]]:
+    """``(sidecar path, its document)`` of the checkpoint ``path``, of format and (if given) model
+    checked, its checksums not yet."""
+    sidecar = path.with_suffix(".json")
+    if not sidecar.exists():
+        raise CheckpointError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
+    doc = read_sidecar(sidecar, verify=False)
+    _check_format(doc, sidecar, model)
+    return sidecar, doc
 
 
 def _read_weights(path: Path) -> bytes:
@@ -321,11 +328,7 @@ def read_checkpoint(path: str | os.PathLike[str], model: str) -> tuple[dict[str,
             changed since, weights that do not match their checksum, or weights holding NaN or inf.
     """
     path = Path(path)
-    sidecar = path.with_suffix(".json")
-    if not sidecar.exists():
-        raise CheckpointError(f"checkpoint {path} has no sidecar {sidecar.name} (its config)")
-    doc = read_sidecar(sidecar, verify=False)
-    _check_format(doc, sidecar, model)
+    sidecar, doc = _open_sidecar(path, model)
     _check_sidecar(doc, sidecar)
     weights = _read_weights(path)
     if hashlib.sha256(weights).hexdigest() != doc["checksums"]["weights"]:

@@ -1104,6 +1104,16 @@ def _kernel_tuner_schema(where: str, name: str) -> dict[str, Any]:
         raise _fail(where, "schema", f"cannot read kernel_tuner's schema {schema_path}: {e}") from None
 
 
+def _load_schema_checked(path: Path, schema_name: str) -> tuple[str, _Loaded]:
+    """``(file name for messages, its JSON)``: a JSON object that passes ``schema_name``."""
+    where = str(path)
+    loaded = _load_json(path)
+    if not isinstance(loaded.data, dict):
+        raise _fail(where, "(top level)", "is not a JSON object")
+    _validate_schema(loaded.data, schema_name, where)
+    return where, loaded
+
+
 def _validate_schema(data: Any, schema_name: str, where: str) -> None:
     try:
         import jsonschema
@@ -1170,13 +1180,8 @@ def read_problem(path: str | Path) -> Problem:
     """Reads a T1 problem specification (``kernels/<kernel>.json``): checked against the T1 schema
     kernel_tuner ships, each ``Values`` parsed safely (a list/tuple literal or ``range(...)``),
     each restriction compiled; :class:`KernelTunerFileError` naming the file and field otherwise."""
-    p = Path(path)
-    where = str(p)
-    loaded = _load_json(p)
+    where, loaded = _load_schema_checked(Path(path), "T1/1.0.0/input-schema.json")
     data = loaded.data
-    if not isinstance(data, dict):
-        raise _fail(where, "(top level)", "is not a JSON object")
-    _validate_schema(data, "T1/1.0.0/input-schema.json", where)
     space_spec = data["ConfigurationSpace"]
     params, defaults = _t1_parameters(space_spec["TuningParameters"], where)
     conditions = space_spec.get("Conditions", [])
@@ -1196,7 +1201,7 @@ def read_problem(path: str | Path) -> Problem:
         raise _fail(where, "KernelSpecification.ProblemSize", f"{problem_size!r} is not a list")
     device = kernel.get("Device", {}).get("Name")
     return Problem(
-        name=str(general.get("BenchmarkName") or p.name.split(".")[0]), space=space, defaults=defaults,
+        name=str(general.get("BenchmarkName") or Path(path).name.split(".")[0]), space=space, defaults=defaults,
         objective="time", kernel_name=kernel["KernelName"], kernel_file=kernel["KernelFile"],
         language=kernel["Language"], problem_size=tuple(problem_size) if problem_size is not None else None,
         device=device, path=where, sha256=loaded.sha256)
@@ -1618,13 +1623,8 @@ def read_t4(path: str | Path, problem: Problem | ParamSpace | None = None, *,
     order of the first result, each one's values sorted, no restrictions); with one, every
     configuration must be a valid configuration of its space. Times are converted with
     ``metadata.timeunit`` (seconds when absent, as the autotuning methodology reads it)."""
-    p = Path(path)
-    where = str(p)
-    loaded = _load_json(p)
+    where, loaded = _load_schema_checked(Path(path), "T4/1.0.0/results-schema.json")
     data = loaded.data
-    if not isinstance(data, dict):
-        raise _fail(where, "(top level)", "is not a JSON object")
-    _validate_schema(data, "T4/1.0.0/results-schema.json", where)
     results = _get(data, "results", list, where, "results")
     metadata = _get(data, "metadata", dict, where, "metadata", {})
     unit = _get(metadata, "timeunit", str, where, "metadata.timeunit", "seconds")
