@@ -26,6 +26,28 @@ def test_live_measurement_is_real_and_checked(dense_task, dense_space):
     assert not any(r.extra.get("checked") for r in results[1:])
 
 
+def test_check_all_checks_every_kernel(dense_task, dense_space):
+    configs = dense_space.sample_unique(np.random.default_rng(1), 3)
+    with LiveBackend(repeat=1, min_repeat_ms=1, check_all=True) as backend:
+        results = backend.measure(dense_task, dense_space, configs)
+    assert all(r.ok and r.extra.get("checked") is True for r in results)
+
+
+def test_compact_cuda_spaces_of_every_arch_are_the_sm75_space():
+    """TVM 0.27 cannot add sm_80+ pipeline stages to the compact tiling (no cache reads): the
+    compact space is generated as for sm_75, so its knobs and labels carry over."""
+    from tune_gym.datasets.dataset import space_fingerprint
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks import Task
+
+    base = KnobSpace.for_task(Task.parse("resnet18:9@cuda"), "compact")
+    for arch in ("sm_80", "sm_90a"):
+        space = KnobSpace.for_task(Task.parse(f"resnet18:9@cuda&arch={arch}"), "compact")
+        assert [(k.name, k.choices) for k in space.knobs] == [(k.name, k.choices) for k in base.knobs]
+        assert space.size == base.size and space_fingerprint(space) != space_fingerprint(base)  # other task
+        assert space.target.attrs["arch"] == arch  # kernels are built for the task's own arch
+
+
 def _crashing_build(job):
     mod, target = job
     if "T_matmul_NT" in mod.script() and os.environ.get("TUNE_GYM_TEST_CRASH") == "1":

@@ -62,7 +62,7 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 #: Fingerprint fields left out of :func:`host_id` (software that changes under the same machine).
-_VOLATILE = ("os_release", "python", "tvm")
+_VOLATILE = ("os_release", "python", "tvm", "gpu_driver")
 _WORKLOAD_FILE, _RECORD_FILE = "database_workload.json", "database_tuning_record.json"
 
 
@@ -79,11 +79,33 @@ def host_fingerprint() -> dict[str, Any]:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
-    return {
+    out: dict[str, Any] = {
         "cpu": cpu, "llvm_cpu": host_cpu(), "logical_cores": psutil.cpu_count(logical=True),
         "physical_cores": psutil.cpu_count(logical=False), "os": f"{platform.system()}-{platform.machine()}",
         "os_release": platform.release(), "python": platform.python_version(), "tvm": _tvm_version(),
     }
+    gpus, driver = _nvidia_gpus()
+    if gpus:  # only where there are GPUs: the ids of machines without one stay as they were
+        out["gpus"], out["gpu_driver"] = gpus, driver
+    return out
+
+
+def _nvidia_gpus() -> tuple[list[str], str]:
+    """The names of this machine's NVIDIA GPUs and the driver version (``nvidia-smi``), or
+    ``([], "")`` where there is none or no ``nvidia-smi``."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return [], ""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return [], ""
+    rows = [[part.strip() for part in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
+    rows = [row for row in rows if len(row) == 2] if proc.returncode == 0 else []
+    return [name for name, _ in rows], (rows[0][1] if rows else "")
 
 
 @functools.cache

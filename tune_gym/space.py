@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -119,6 +120,26 @@ def _compact_rules(kind: str) -> list[Any]:
     ]
 
 
+def _space_target(task: Task, preset: str, target: Any) -> Any:
+    """The target the design space is generated for: ``target``, except for ``compact`` spaces on
+    ``cuda`` GPUs of ``sm_80`` and up, which are generated as for ``sm_75``.
+
+    On ``sm_80`` and up MetaSchedule's MultiLevelTiling adds software-pipeline stages for the
+    shared-memory cache reads of a tile; the compact tiling has no cache reads, and TVM 0.27
+    fails on it (``Cannot treat type tirx.For as type tirx.SeqStmt`` in AddAsyncPipeline)
+    instead of skipping. Nothing else in these rules and postprocs depends on the architecture
+    (the thread and shared-memory limits are the target's own), so the compact space of every
+    architecture is the ``sm_75`` one; kernels are still built for the task's own ``arch``.
+    """
+    if task.target.kind != "cuda" or preset != "compact":
+        return target
+    opts = task.target.resolved()
+    match = re.fullmatch(r"sm_(\d+)[af]?", str(opts.get("arch", "")))
+    if match is None or int(match.group(1)) < 80:
+        return target
+    return tvm().target.Target({**opts, "arch": "sm_75"})
+
+
 class KnobSpace:
     """The knobs of one task's design space, with encode/decode, sampling and validity.
 
@@ -152,7 +173,7 @@ class KnobSpace:
         kind = task.target.kind
         rules = kind if preset == "full" else _compact_rules(kind)
         self._ctx = m.TuneContext(
-            mod=self.mod, target=self.target,
+            mod=self.mod, target=_space_target(task, preset, self.target),
             space_generator=m.space_generator.PostOrderApply(
                 sch_rules=rules, postprocs=kind, mutator_probs={}
             ),

@@ -11,7 +11,7 @@ Design:
       repeats, each repeat at least ``min_repeat_ms``), or with the adaptive evaluator.
     * The first kernel of each task that runs is checked against PyTorch on random inputs;
       a mismatch is recorded as ``wrong_result`` and the next running kernel is checked
-      again, until one passes.
+      again, until one passes (``check_all``: every running kernel is checked).
     * Tasks with ``weights=packed``: the builder removes the schedule's weight layout rewrite
       blocks as MetaSchedule's builder does, and the runner passes the kernel its weights
       pre-packed with the rewrite's index map (:mod:`tune_gym.measure.workers`), so the
@@ -78,6 +78,8 @@ class LiveConfig:
         build_timeout: seconds before a build is killed (a finite number > 0).
         run_timeout: seconds before a timing run is killed (a finite number > 0).
         check_correctness: compare the first running kernel of each task with PyTorch.
+        check_all: with ``check_correctness``, compare every running kernel, not only the first
+            of each task (the reference output is computed once per task in the runner).
         adaptive: AdaTune's adaptive evaluator instead of fixed repeats (None = off); a dict
             of :func:`tune_gym.measure.adaptive.adaptive_costs` options (:data:`ADAPTIVE_OPTIONS`).
         recycle_after: jobs per worker process before it is restarted (an integer >= 1).
@@ -92,6 +94,7 @@ class LiveConfig:
     build_timeout: float = 60.0
     run_timeout: float = 30.0
     check_correctness: bool = True
+    check_all: bool = False
     adaptive: dict[str, Any] | None = None
     recycle_after: int = 256
     seed: int = 0
@@ -112,6 +115,7 @@ class LiveConfig:
             setattr(self, name, check_float(f"{who}: {name}", getattr(self, name), 0, low_open=True))
         self.flush_cache = check_bool(f"{who}: flush_cache", self.flush_cache)
         self.check_correctness = check_bool(f"{who}: check_correctness", self.check_correctness)
+        self.check_all = check_bool(f"{who}: check_all", self.check_all)
         self.adaptive = _adaptive_options(who, self.adaptive)
 
     @property
@@ -183,18 +187,26 @@ class LiveBackend(ProcessBackend):
     # ------------------------------------------------------------------ pools
     def _pools(self) -> tuple[Any, Any]:
         if self._build_pool is None:
-            from tvm.support.popen_pool import PopenPoolExecutor
-
-            from tune_gym.measure.workers import init_worker
-
             c = self.config
             self._workdir = WorkDir()
             self._build_pool = make_build_pool(c.build_workers, c.build_timeout, c.recycle_after, self._workdir.path)
-            self._run_pool = PopenPoolExecutor(
-                max_workers=1, timeout=self.run_timeout, initializer=init_worker, initargs=(None, os.getpid()),
-                maximum_process_uses=c.recycle_after,
-            )
+            self._restart_runner()
         return self._build_pool, self._run_pool
+
+    def _restart_runner(self) -> Any:
+        """A fresh runner process in place of the current one (after a GPU kernel failed: an
+        illegal memory access, for one, poisons the process's CUDA context for every later kernel)."""
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        from tune_gym.measure.workers import init_worker
+
+        if self._run_pool is not None:
+            self._run_pool.shutdown(wait=False)
+        self._run_pool = PopenPoolExecutor(
+            max_workers=1, timeout=self.run_timeout, initializer=init_worker, initargs=(None, os.getpid()),
+            maximum_process_uses=self.config.recycle_after,
+        )
+        return self._run_pool
 
     def close(self) -> None:
         for pool in (self._build_pool, self._run_pool):
@@ -225,7 +237,8 @@ class LiveBackend(ProcessBackend):
             "seed": self.config.seed, "adaptive": self.config.adaptive,
         }
         for i, built_kernel in batch.built:
-            check = task.uri if self.config.check_correctness and task.uri not in self._checked else None
+            c = self.config
+            check = task.uri if c.check_correctness and (c.check_all or task.uri not in self._checked) else None
             job = {**spec, "path": built_kernel["path"], "args": built_kernel["args"],
                    "packs": built_kernel["packs"], "check_task": check}
             t0 = time.perf_counter()
@@ -244,6 +257,8 @@ class LiveBackend(ProcessBackend):
             except Exception as err:
                 results[i] = MeasureResult.failure(
                     "run_error", error_message(err), flops, build_secs=build_secs, run_secs=time.perf_counter() - t0)
+                if task.target.is_gpu:  # a faulting kernel can leave the runner's CUDA context unusable
+                    run_pool = self._restart_runner()
                 continue
             run_secs = time.perf_counter() - t0
             extra = dict(out.get("extra") or {})

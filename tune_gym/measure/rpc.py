@@ -84,7 +84,7 @@ class TrackerError(TuneGymError):
 class RPCConfig(LiveConfig):
     """Settings of the RPC backend: the :class:`LiveConfig` fields (timing: ``number``,
     ``repeat``, ``min_repeat_ms``, ``flush_cache``, ``adaptive``; builds: ``build_workers``,
-    ``build_timeout``, ``recycle_after``; ``check_correctness``, ``seed``; ``run_timeout`` is
+    ``build_timeout``, ``recycle_after``; ``check_correctness``, ``check_all``, ``seed``; ``run_timeout`` is
     per config on a device, upload and load included), and the ones below; all are checked
     when the config is made (:meth:`validate`).
 
@@ -270,8 +270,8 @@ class RPCBackend(ProcessBackend):
             while (item := dispatch.take(d)) is not None:
                 i, job = item
                 with self._lock:
-                    job["check_task"] = (task.uri if c.check_correctness and task.uri not in self._checked
-                                         else None)
+                    job["check_task"] = (task.uri if c.check_correctness
+                                         and (c.check_all or task.uri not in self._checked) else None)
                 start = time.perf_counter()
                 try:
                     out = _run_remote(session, dev, job, f"tune_gym_{i}.so", inputs)
