@@ -209,8 +209,9 @@ def inventory_markdown(entries: list[Any]) -> str:
         fingerprints.update(e.meta.get("hosts", {}))
     howto += ["", "## Hosts", ""]
     for h, fp in fingerprints.items():
+        gpus = f", GPU {', '.join(fp['gpus'])} (driver {fp.get('gpu_driver', '?')})" if fp.get("gpus") else ""
         howto.append(f"- `{h}`: {fp.get('cpu', '?')}, LLVM cpu `{fp.get('llvm_cpu', '?')}`, "
-                     f"{fp.get('logical_cores', '?')} logical cores, {fp.get('os', '?')}")
+                     f"{fp.get('logical_cores', '?')} logical cores, {fp.get('os', '?')}{gpus}")
     return "\n".join(lines + howto)
 
 
