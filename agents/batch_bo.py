@@ -34,7 +34,7 @@ One planning round (:class:`ModelGuidedAgent` owns the loop):
 Input encoding (``encoding``): ``"index"`` (the default) is each knob's choice index scaled
 to [0, 1] (:meth:`KnobSpace.normalized`), the paper's "each knob is an input of the BO";
 ``"knob"`` is :class:`KnobFeaturizer` features -- log2 of every split factor, log2(1 + value)
-of categorical knobs, one-hot sketch -- min-max scaled to [0, 1] by the range of each column
+of categorical knobs, one-hot sketch and nominal knobs -- min-max scaled to [0, 1] by the range of each column
 over the knob's choices. On the replay conv2d and dense tasks (12 seeds, 80 trials) both
 found the optimum in a similar median number of trials, but "knob" left some conv2d runs
 stuck below it (mean best 0.97 of the optimum against 1.00), so the paper's encoding stays

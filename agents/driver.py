@@ -53,7 +53,11 @@ def tune(
     def on_step(new: Sequence[Trial]) -> None:
         if bar is not None:
             bar.update(len(new))
-            bar.set_postfix(best=f"{base.best[1]:.1f} GFLOPS")
+            best = base.session.best
+            if task.flops_nominal:  # no FLOP count: show the time per call
+                bar.set_postfix(best=f"{best.result.mean * 1e3:.4g} ms" if best is not None else "-")
+            else:
+                bar.set_postfix(best=f"{base.best[1]:.1f} GFLOPS")
 
     try:
         result = run(tuner, env, seed=seed, callback=on_step)
@@ -83,6 +87,7 @@ def plot_best_so_far(result: RunResult, reference_gflops: float | None, path: st
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     best = result.best_so_far()
+    unit = "nominal GFLOPS (a decreasing function of time; no FLOP count)" if result.task.flops_nominal else "GFLOPS"
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     ax.plot(range(1, len(best) + 1), best, label=f"{result.agent} (best so far)")
     ok = [(t.index, t.result.gflops) for t in result.trials if t.result.ok]
@@ -90,9 +95,10 @@ def plot_best_so_far(result: RunResult, reference_gflops: float | None, path: st
         xs, ys = zip(*ok)
         ax.scatter(xs, ys, s=6, alpha=0.35, label="measured configs")
     if reference_gflops:
-        ax.axhline(reference_gflops, color="gray", linestyle="--", label=f"PyTorch {reference_gflops:.1f} GFLOPS")
+        label = "reference" if result.task.flops_nominal else f"PyTorch {reference_gflops:.1f} GFLOPS"
+        ax.axhline(reference_gflops, color="gray", linestyle="--", label=label)
     ax.set_xlabel("unique trials")
-    ax.set_ylabel("GFLOPS")
+    ax.set_ylabel(unit)
     ax.set_title(result.task.uri, fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -122,18 +128,25 @@ def print_summary(summary: TuneSummary, top: int = 5) -> None:
         saved = sum(e["seconds_saved_estimate"] for e in adaptive)
         print(f"adaptive  {runs} of {full} timing runs used ({1 - runs / full:.0%} saved, "
               f"about {saved:.1f} s of kernel timing saved)")
+    nominal = summary.task.flops_nominal  # "GFLOPS" would be a nominal count over time: show times
     ranked = sorted((t for t in trials if t.result.ok), key=lambda t: -t.result.gflops)[:top]
     if ranked:
-        print(f"\n{'rank':>4} {'trial':>6} {'GFLOPS':>9} {'ms':>9} {'std ms':>8}  config")
+        head = "" if nominal else f" {'GFLOPS':>9}"
+        print(f"\n{'rank':>4} {'trial':>6}{head} {'ms':>9} {'std ms':>8}  config")
         for i, t in enumerate(ranked, 1):
             r = t.result
-            print(f"{i:>4} {t.index:>6} {r.gflops:>9.2f} {r.mean * 1e3:>9.3f} {r.std * 1e3:>8.3f}  {list(t.config)}")
+            rate = "" if nominal else f" {r.gflops:>9.2f}"
+            print(f"{i:>4} {t.index:>6}{rate} {r.mean * 1e3:>9.3f} {r.std * 1e3:>8.3f}  {list(t.config)}")
     best = run.best
     if best is not None:
         ratio = best.result.gflops / summary.reference_gflops if summary.reference_gflops else float("nan")
-        print(f"\nbest tuned kernel  {best.result.gflops:8.2f} GFLOPS")
-        ref = "simulated peak" if "simulated" in (summary.reference_method or "") else "PyTorch (same op)"
-        print(f"{ref:<18} {summary.reference_gflops:8.2f} GFLOPS   -> tuned/{ref.split(' (')[0]} = {ratio:.2f}x")
+        if nominal:
+            print(f"\nbest tuned kernel  {best.result.mean * 1e3:.4g} ms per call   -> {ratio:.2f}x the reference's "
+                  "speed")
+        else:
+            print(f"\nbest tuned kernel  {best.result.gflops:8.2f} GFLOPS")
+            ref = "simulated peak" if "simulated" in (summary.reference_method or "") else "PyTorch (same op)"
+            print(f"{ref:<18} {summary.reference_gflops:8.2f} GFLOPS   -> tuned/{ref.split(' (')[0]} = {ratio:.2f}x")
         print(f"                   ({summary.reference_method})")
     for label, path in (("records", summary.log), ("plot", summary.plot), ("database", summary.export)):
         if path is not None:

@@ -307,12 +307,12 @@ def test_vta_kind_agrees_with_its_package() -> None:
         check("9", "w")
 
 
-def test_vta_kind_imports_nothing_heavy() -> None:
-    """The registry's vta entry loads without the vta package's modules or the core's."""
+def test_builtin_kinds_import_nothing_heavy() -> None:
+    """The registry's builtin entries (vta, kt) load without their packages' modules or the core's."""
     code = ("import sys, tune_gym, tune_gym.kinds as k; before = set(sys.modules); "
             "assert k.get_kind('vta').name == 'vta'; print(sorted(set(sys.modules) - before))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['tune_gym.vta', 'tune_gym.vta.kind']"
+    assert out.strip() == "['tune_gym.external', 'tune_gym.external.kind', 'tune_gym.vta', 'tune_gym.vta.kind']"
 
 
 # ---------------------------------------------------------------------------- the core asks the registry
@@ -343,6 +343,37 @@ def test_backend_of_a_registered_kind() -> None:
         make_backend("nope")
     with pytest.raises(TaskError, match="backend 'replay' of kind toy2 is the core's .tune_gym.measure."):
         kinds.register_kind(_bare("toy2", backends={"replay": BackendEntry(_ToyBackend, "x")}))
+
+
+def _toy_dataset(task: Any, preset: str) -> Any:
+    """The toy kind's own data: its backend's answer for every config but the last one."""
+    from tune_gym.datasets import Dataset
+    from tune_gym.records import Record
+    from tune_gym.space import KnobSpace
+
+    space = KnobSpace.for_task(task, preset)
+    configs = list(space)[:-1]
+    results = _ToyBackend(2e-3).measure(task, space, configs)
+    return Dataset.from_records([Record.create(space, c, r, "toy-sim") for c, r in zip(configs, results)])
+
+
+def test_data_of_a_registered_kind_is_replayed() -> None:
+    """A kind's ``dataset`` is what the replay backend serves its tasks, without the catalog; a
+    config the data lacks stays an error (the toy space excludes nothing)."""
+    from tune_gym.errors import TuneGymError
+    from tune_gym.measure import make_backend
+    from tune_gym.space import KnobSpace
+    from tune_gym.tasks import Task
+
+    kinds.register_kind(_toy_kind(dataset=_toy_dataset))
+    task = Task.parse("toy://64")
+    space = KnobSpace.for_task(task)
+    backend: Any = make_backend("replay")
+    assert [r.costs for r in backend.measure(task, space, list(space)[:2])] == [(2e-3,), (2e-3,)]
+    assert backend.sources == ["(in memory)"] and not backend.covers(task, space)
+    assert space.excluded(list(space)[-1]) is None
+    with pytest.raises(TuneGymError, match="is not in the dataset"):
+        backend.measure(task, space, list(space)[-1:])
 
 
 def test_suites_of_a_registered_kind_are_listed() -> None:
@@ -388,7 +419,7 @@ def test_target_of_a_registered_kind() -> None:
         TargetSpec.from_str("toy&width=7")
     with pytest.raises(TaskError, match="^target toy: unknown option 'cores'; allowed: width$"):
         TargetSpec.from_str("toy&cores=4")
-    with pytest.raises(TaskError, match="^unknown target kind 'rocm'; known: llvm, cuda, vta, toy$"):
+    with pytest.raises(TaskError, match="^unknown target kind 'rocm'; known: llvm, cuda, vta, kt, toy$"):
         TargetSpec("rocm")
 
 
@@ -530,7 +561,7 @@ def test_collect_cli_takes_the_kinds_backends_and_folders(capsys: pytest.Capture
 
 
 # ---------------------------------------------------------------------------- the core names no kind
-_KIND_WORDS = re.compile(r"vta|deepbench", re.IGNORECASE)
+_KIND_WORDS = re.compile(r"vta|deepbench|kernel_tuner|(?<![a-z])kt(?![a-z])", re.IGNORECASE)
 _CORE = Path(__file__).resolve().parents[1] / "tune_gym"
 
 
@@ -592,9 +623,10 @@ def test_the_core_names_no_registered_kind() -> None:
     assert found == []
 
 
-def test_core_imports_load_no_vta_module() -> None:
-    """Importing the core loads the vta kind's descriptor (the registry finds it) and nothing else of it."""
+@pytest.mark.parametrize("package", ["vta", "external"])
+def test_core_imports_load_no_module_of_a_kind(package: str) -> None:
+    """Importing the core loads a builtin kind's descriptor (the registry finds it) and nothing else of it."""
     code = ("import sys, tune_gym, tune_gym.space, tune_gym.measure, tune_gym.datasets.catalog, tune_gym.envs; "
-            "print(sorted(m for m in sys.modules if m.startswith('tune_gym.vta')))")
+            f"print(sorted(m for m in sys.modules if m.startswith('tune_gym.{package}')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() in ("[]", "['tune_gym.vta', 'tune_gym.vta.kind']")
+    assert out.strip() in ("[]", f"['tune_gym.{package}', 'tune_gym.{package}.kind']")

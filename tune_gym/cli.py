@@ -55,7 +55,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
                 from tune_gym.space import KnobSpace
 
                 size = f"  space {KnobSpace.for_task(st.task, args.preset).size:.3g}"
-            print(f"  {name}:{i:<3} x{st.weight:<3} {st.task.flops / 1e9:7.3f} GFLOP  {st.task.uri}{size}")
+            work = f"{'-':>7} GFLOP" if st.task.flops_nominal else f"{st.task.flops / 1e9:7.3f} GFLOP"
+            print(f"  {name}:{i:<3} x{st.weight:<3} {work}  {st.task.uri}{size}")
     return 0
 
 
@@ -132,7 +133,9 @@ def cmd_best(args: argparse.Namespace) -> int:
     for rec in records:
         counts[rec.task] = counts.get(rec.task, 0) + 1
     for uri, rec in best_records(records).items():
-        print(f"{uri}\n  {rec.result.gflops:.2f} GFLOPS  ({counts[uri]} records, preset {rec.preset})")
+        score = f"{rec.result.mean * 1e3:.4g} ms per call" if parse_task(uri).flops_nominal else \
+            f"{rec.result.gflops:.2f} GFLOPS"
+        print(f"{uri}\n  {score}  ({counts[uri]} records, preset {rec.preset})")
         print(f"  config {list(rec.config)}  {json.dumps(rec.knobs)}")
     if args.export:
         path = export_database(records, args.export)

@@ -65,7 +65,7 @@ CORE_KINDS = ("llvm", "cuda")
 #: Observations a kind may default to (those of :class:`tune_gym.envs.TuneEnv`).
 OBSERVATIONS = ("sequence", "graph", "knobs")
 #: Kinds that ship in this repository, loaded before the entry points.
-_BUILTIN: tuple[str, ...] = ("tune_gym.vta.kind:KIND",)
+_BUILTIN: tuple[str, ...] = ("tune_gym.vta.kind:KIND", "tune_gym.external.kind:KIND")
 #: Entry-point group other packages declare their kinds in.
 ENTRY_POINT_GROUP = "tune_gym.kinds"
 
@@ -123,6 +123,9 @@ class TaskKind:
         data_subdir: ``<data dir>/<subdir>/``, where dataset lookup finds this kind's data
             (the catalog does not list it).
         dataset_slug: ``(task) -> str``: the file stem ``tune-gym collect`` writes for a task.
+        dataset: ``(task, preset) -> Dataset``: the kind's own data of a task (e.g. read from
+            files measured elsewhere); the data-driven backends (replay, surrogate) made without
+            data use it instead of searching the dataset catalog.
     """
 
     name: str
@@ -140,6 +143,7 @@ class TaskKind:
     is_gpu: bool = False
     data_subdir: str | None = None
     dataset_slug: Ref | None = None
+    dataset: Ref | None = None
 
 
 _lock = threading.RLock()
@@ -200,7 +204,8 @@ def _check_fields(kind: TaskKind) -> None:
         raise TaskError(f"kind {kind.name}: default_observation {kind.default_observation!r} needs schedules; "
                         "a kind without schedules defaults to 'knobs'")
     _check_ref(kind.name, "space", kind.space)
-    for ref, what in [(kind.check_target, "check_target"), (kind.dataset_slug, "dataset_slug")]:
+    for ref, what in [(kind.check_target, "check_target"), (kind.dataset_slug, "dataset_slug"),
+                      (kind.dataset, "dataset")]:
         if ref is not None:
             _check_ref(kind.name, what, ref)
     _check_members(kind)

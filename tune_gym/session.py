@@ -181,6 +181,7 @@ class TuningSession:
         """
         self.trials: list[Trial] = []
         self._by_config: dict[Config, Trial] = {}
+        self._in_space = 0  # trials that are configs of the space (not ones it excludes)
         self.clock = 0.0
         self._best: Trial | None = None
         if self._first_run:
@@ -204,8 +205,9 @@ class TuningSession:
 
     @property
     def space_done(self) -> bool:
-        """True when every config of the space is a trial of this run."""
-        return len(self.trials) >= self.space.size
+        """True when every config of the space is a trial of this run (a trial of a config the
+        space excludes, :meth:`KnobSpace.excluded`, is not one of them)."""
+        return self._in_space >= self.space.size
 
     @property
     def best(self) -> Trial | None:
@@ -271,6 +273,7 @@ class TuningSession:
         trial = Trial(len(self.trials) + 1, config, result, source, self.clock)
         self.trials.append(trial)
         self._by_config[config] = trial
+        self._in_space += self.space.excluded(config) is None
         if result.ok and (self._best is None or trial.gflops > self._best.gflops):
             self._best = trial
         return trial

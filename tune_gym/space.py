@@ -52,9 +52,12 @@ class Knob:
 
     Attributes:
         name: unique within the space (``tile_f``, ``unroll_explicit``, ``compute_at_pad_temp``).
-        kind: ``split`` (choices are factor tuples), ``categorical`` (candidate values),
-            ``compute_at`` (MetaSchedule location indices: -2 inline, -1 root, i >= 0 the i-th
-            loop) or ``sketch`` (sketch indices).
+        kind: ``split`` (choices are factor tuples), ``categorical`` (candidate numbers:
+            ordered values such as unroll steps or block sizes), ``nominal`` (unordered
+            values: strings, booleans or a mix of types, e.g. a Kernel Tuner parameter
+            ``["shared", "global"]``; features treat them as one-hot), ``compute_at``
+            (MetaSchedule location indices: -2 inline, -1 root, i >= 0 the i-th loop) or
+            ``sketch`` (sketch indices).
         choices: every value the knob can take, in a fixed order.
     """
 
@@ -613,6 +616,17 @@ class KnobSpace:
         it needs no GPU. On LLVM nearly every config is valid.
         """
         return self.apply(config)[0] is not None
+
+    def excluded(self, config: Config) -> str | None:
+        """Why ``config`` (knob indices in range) is not one of the space's :attr:`size` configs,
+        when the space knows without building it; ``None`` otherwise.
+
+        ``None`` here: every combination of a MetaSchedule space's knobs is one of its configs
+        (an invalid one still counts). A space that enumerates its valid configs from
+        restrictions (the Kernel Tuner spaces of :mod:`tune_gym.external`) names the broken
+        restriction, and the replay backend answers such a config as ``invalid`` without data.
+        """
+        return None
 
 
 def _annotate_preproc_as_stored(sch: Any) -> None:

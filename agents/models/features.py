@@ -1,8 +1,10 @@
 """Config features for cost models.
 
 ``knob``: per-knob values, vectorized through lookup tables (microseconds per config):
-    split knobs -> log2 of each factor; categorical -> log2(1 + value); compute_at -> the
-    location index; sketch -> one-hot. The columns are the task's knobs; the knob *values*
+    split knobs -> log2 of each factor; categorical (numbers) -> ``sign(v) * log2(1 + |v|)``
+    (``log2(1 + v)`` for the non-negative values MetaSchedule samples); nominal (strings,
+    booleans: unordered) -> one-hot over the knob's choices; compute_at -> the location index;
+    sketch -> one-hot. The columns are the task's knobs; the knob *values*
     (tile sizes, unroll steps) mean the same in every task of one op family, so
     :meth:`KnobFeaturizer.from_knobs` maps another task's records onto them by knob name
     (AutoTVM's "knob" features, ``ConfigEntity.get_flatten_feature``, need equal templates).
@@ -16,19 +18,32 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import math
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
-from tune_gym.space import Config, KnobSpace
+from tune_gym.space import Config, Knob, KnobSpace
 
-__all__ = ["LOOP_FEATURE_DIM", "KnobFeaturizer", "log_gflops", "loop_features"]
+__all__ = ["LOOP_FEATURE_DIM", "KnobFeaturizer", "knob_width", "log_gflops", "loop_features"]
 
 
-def _knob_values(kind: str, values: Sequence[Any], width: int) -> np.ndarray:
-    """Feature rows of knob values (``len(values) x width``); NaN where a value does not fit."""
+def knob_width(knob: Knob) -> int:
+    """Feature columns of a knob: one per split factor, one per choice of a sketch or nominal
+    knob (one-hot), else one."""
+    if knob.kind == "split":
+        return len(knob.choices[0])
+    return len(knob) if knob.kind in ("sketch", "nominal") else 1
+
+
+def _knob_values(kind: str, values: Sequence[Any], width: int, choices: Sequence[Any] = ()) -> np.ndarray:
+    """Feature rows of knob values (``len(values) x width``); NaN where a value does not fit.
+
+    ``choices``: the knob's choices, which a nominal knob's one-hot columns stand for (a value
+    matches a choice of the same type only: ``1``, ``1.0`` and ``True`` are three values)."""
     out = np.full((len(values), width), np.nan)
+    column = {(type(c), c): j for j, c in enumerate(choices)} if kind == "nominal" else {}
     for i, v in enumerate(values):
         if v is None:
             continue
@@ -40,8 +55,13 @@ def _knob_values(kind: str, values: Sequence[Any], width: int) -> np.ndarray:
             out[i] = 0.0
             if 0 <= int(v) < width:
                 out[i, int(v)] = 1.0
+        elif kind == "nominal":
+            j = column.get((type(v), v)) if isinstance(v, Hashable) else None
+            if j is not None and j < width:
+                out[i] = 0.0
+                out[i, j] = 1.0
         elif kind == "categorical":
-            out[i, 0] = np.log2(1.0 + float(v))
+            out[i, 0] = math.copysign(math.log2(1.0 + abs(float(v))), float(v))
         else:
             out[i, 0] = float(v)
     return out
@@ -63,8 +83,8 @@ class KnobFeaturizer:
         self.tables: list[np.ndarray] = []
         self.widths: list[int] = []
         for knob in space.knobs:
-            width = len(knob.choices[0]) if knob.kind == "split" else (len(knob) if knob.kind == "sketch" else 1)
-            self.tables.append(_knob_values(knob.kind, knob.choices, width).astype(np.float32))
+            width = knob_width(knob)
+            self.tables.append(_knob_values(knob.kind, knob.choices, width, knob.choices).astype(np.float32))
             self.widths.append(width)
         self.dim = sum(self.widths)
         self._nan_mask = np.repeat(~space.active_mask, self.widths, axis=1)  # sketch x feature columns
@@ -80,7 +100,7 @@ class KnobFeaturizer:
         """Features of configs given as ``{knob name: value}`` (a record's ``knobs``), possibly
         of another task: knobs are matched by name; a knob the dict lacks, or whose value
         does not fit (another number of split factors), is NaN (missing)."""
-        cols = [_knob_values(k.kind, [d.get(k.name) for d in knobs], w)
+        cols = [_knob_values(k.kind, [d.get(k.name) for d in knobs], w, k.choices)
                 for k, w in zip(self.space.knobs, self.widths)]
         return np.concatenate(cols, axis=1).astype(np.float32) if cols else np.zeros((len(knobs), 0), np.float32)
 

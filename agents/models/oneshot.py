@@ -130,6 +130,7 @@ class KnobColumns:
         offsets = dict(zip((k.name for k in full.knobs), np.cumsum([0, *layout.widths[:-1]]).tolist()))
         widths = dict(zip((k.name for k in full.knobs), layout.widths))
         kinds = {k.name: k.kind for k in full.knobs}
+        choices = {k.name: k.choices for k in full.knobs}  # a nominal knob's one-hot columns stand for these
         own = {k.name for k in space.knobs}
         self.n_knobs = len(space.knobs)
         self.base = np.zeros(KNOB_DIM, dtype=np.float32)  # the columns of knobs the space lacks
@@ -142,7 +143,7 @@ class KnobColumns:
             if knob.name in offsets:
                 width = widths[knob.name]
                 values = [_to_levels(v, width) for v in knob.choices] if knob.kind == "split" else knob.choices
-                table = np.nan_to_num(_knob_values(kinds[knob.name], values, width), nan=0.0)
+                table = np.nan_to_num(_knob_values(kinds[knob.name], values, width, choices[knob.name]), nan=0.0)
                 self.parts.append((j, offsets[knob.name], table.astype(np.float32)))
 
     def __call__(self, configs: np.ndarray | list[Any]) -> np.ndarray:

@@ -3,8 +3,10 @@
 Given data (paths to ``.parquet`` datasets or ``.jsonl`` record files, :class:`Dataset`
 objects, tuning records, or a list of these) it serves exactly that; given ``None`` it finds
 each task's dataset in the catalog (:mod:`tune_gym.datasets.catalog`) the first time the task
-is asked for, checked against the task's space today. A reference read from a catalog footer
-is checked as :func:`~tune_gym.datasets.load_dataset` checks it (sealed, within the target's
+is asked for, checked against the task's space today. A task of a registered target kind that
+supplies its own data (:attr:`tune_gym.kinds.TaskKind.dataset`, e.g. files measured by another
+tool) gets that dataset instead of the catalog's. A reference read from a catalog footer is
+checked as :func:`~tune_gym.datasets.load_dataset` checks it (sealed, within the target's
 bounds).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tune_gym import kinds
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.reference import Reference
 from tune_gym.space import KnobSpace
@@ -62,9 +65,15 @@ class DataSource:
         self.loaded.setdefault((ds.task.uri, ds.preset), []).append(ds)
 
     def datasets(self, task: Task, preset: str) -> list[Any]:
-        """The datasets of ``task``'s ``preset`` space (from the catalog on first use in catalog
-        mode; an error saying how to collect one when the catalog has none)."""
+        """The datasets of ``task``'s ``preset`` space (in catalog mode, on first use: the task's
+        kind's own data if it supplies some, else the catalog's; an error saying how to collect
+        one when the catalog has none)."""
         key = (task.uri, preset)
+        kind = kinds.get_kind(task.target.kind)
+        if key not in self.loaded and self.use_catalog and kind is not None and kind.dataset is not None:
+            ds = kinds.load(kind.dataset)(task, preset)
+            self.sources.append(str(ds.source))
+            self._add(ds)
         if key not in self.loaded and self.use_catalog:
             from tune_gym.datasets import load_dataset
             from tune_gym.datasets.catalog import find_dataset, task_data_dirs
@@ -86,7 +95,11 @@ class DataSource:
         per preset, each with the reference measured when it was collected), then any other
         dataset of the task; among several, the one with the most rows. The answer depends
         only on the data, never on which datasets this source happened to load first. In
-        catalog mode footers are read without loading rows."""
+        catalog mode footers are read without loading rows; a kind's own data of the task
+        (:attr:`tune_gym.kinds.TaskKind.dataset`) is loaded (its first measurement needs it)."""
+        kind = kinds.get_kind(task.target.kind)
+        if self.use_catalog and preset is not None and kind is not None and kind.dataset is not None:
+            self.datasets(task, preset)
         found: list[tuple[bool, int, str, Reference]] = []
         for (uri, pre), dss in self.loaded.items():
             if uri == task.uri:

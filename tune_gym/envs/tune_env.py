@@ -54,7 +54,12 @@ canonical ``config``, ``status`` "new" / "repeat" / "skipped" and its typed ``tr
 :class:`tune_gym.session.Trial` objects this step added; ``measure_secs``: their recorded build
 + run seconds (on a replay backend, the recorded seconds: a simulated clock); ``clock``: the
 episode's simulated seconds so far; and ``trials_used``, ``budget``, ``best_gflops``,
-``best_config``, ``reference_gflops``.
+``best_secs`` (the best config's mean seconds per call, ``inf`` before one ran),
+``best_config``, ``reference_gflops``, ``flops_nominal``. ``flops_nominal`` is True for a task
+without a FLOP count to trust (:attr:`Task.flops_nominal`, e.g. a Kernel Tuner space): its
+"GFLOPS" (``best_gflops``, ``reference_gflops``, throughputs in the observation) are a nominal
+count divided by the time per call, so rewards still rank configs by time, but they are no
+throughput; ``best_secs`` is then the number to read.
 
 All measured state lives in one :class:`tune_gym.session.TuningSession`
 (``env.unwrapped.session``): dedupe, budget, cache, records and clock. Measurements are
@@ -314,8 +319,10 @@ class TuneEnv(gym.Env):
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         best_cfg, best_gflops = self.best
+        best = self.session.best
         return {"trials_used": self.trials_used, "budget": self.budget, "best_gflops": best_gflops,
-                "best_config": best_cfg, "reference_gflops": self.reference_gflops,
+                "best_secs": best.result.mean if best is not None else math.inf, "best_config": best_cfg,
+                "reference_gflops": self.reference_gflops, "flops_nominal": self.task.flops_nominal,
                 "clock": self.session.clock, **extra}
 
     def decode_action(self, action: Any) -> list[Config]:
@@ -395,7 +402,10 @@ class TuneEnv(gym.Env):
         if self.render_mode != "ansi":
             return None
         cfg, gflops = self.best
-        return (f"{self.task.uri} trials {self.trials_used}/{self.budget} best {gflops:.2f} GFLOPS "
+        best = self.session.best
+        score = f"{best.result.mean * 1e3:.4g} ms per call" if self.task.flops_nominal and best is not None \
+            else f"{gflops:.2f} GFLOPS"
+        return (f"{self.task.uri} trials {self.trials_used}/{self.budget} best {score} "
                 f"({gflops / self.reference_gflops:.2f}x reference) {self.space.to_dict(cfg) if cfg else ''}")
 
     def close(self) -> None:

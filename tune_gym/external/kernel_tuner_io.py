@@ -1315,14 +1315,15 @@ class ConfigRecord:
         """Seconds a replay charges the tuning clock for evaluating it (module documentation)."""
         return self.compile_secs + self.verification_secs + self.benchmark_secs + self.framework_secs
 
-    def to_measure_result(self) -> MeasureResult:
-        """As a :class:`MeasureResult`: the repeats as costs (the time when there are none), the
-        compile time as ``build_secs`` and verification + benchmark + framework as ``run_secs``."""
+    def to_measure_result(self, flops: int = 0) -> MeasureResult:
+        """As a :class:`MeasureResult` of a task of ``flops`` FLOPs: the repeats as costs (the
+        time when there are none), the compile time as ``build_secs`` and verification +
+        benchmark + framework as ``run_secs``."""
         if self.error is not None:
-            return MeasureResult(error=self.error, error_msg=self.error_name, build_secs=self.compile_secs,
-                                 run_secs=self.charge_secs - self.compile_secs)
+            return MeasureResult(flops=flops, error=self.error, error_msg=self.error_name,
+                                 build_secs=self.compile_secs, run_secs=self.charge_secs - self.compile_secs)
         assert self.time_secs is not None
-        return MeasureResult(costs=self.times_secs or (self.time_secs,), build_secs=self.compile_secs,
+        return MeasureResult(costs=self.times_secs or (self.time_secs,), flops=flops, build_secs=self.compile_secs,
                              run_secs=self.charge_secs - self.compile_secs)
 
 

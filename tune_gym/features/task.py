@@ -26,7 +26,10 @@ TASK_FEATURE_DIM = len(TASK_FEATURE_NAMES)
 
 
 def task_features(task: Task) -> np.ndarray:
-    """One-hot op kind, log2(1 + each shape slot), log2 FLOPs, target kind (float32 vector)."""
+    """One-hot op kind, log2(1 + each shape slot), log2 FLOPs, target kind (float32 vector).
+
+    A task whose FLOP count is nominal (:attr:`Task.flops_nominal`) has ``log2_flops`` 0: its
+    count says nothing about the work."""
     q = dict(task.params)
     if task.op in ("dense", "batch_matmul"):  # matmul dims onto conv-like slots
         slots = {"b": q.get("b", 1), "c": q["k"], "k": q["n"], "m": q["m"]}
@@ -37,4 +40,5 @@ def task_features(task: Task) -> np.ndarray:
             slots["h"] = 1
     onehot = [1.0 if task.op == o else 0.0 for o in _OPS]
     shape = [math.log2(1 + slots.get(s, 0)) for s in _SLOTS]
-    return np.asarray(onehot + shape + [math.log2(task.flops), float(task.target.is_gpu)], dtype=np.float32)
+    log_flops = 0.0 if task.flops_nominal else math.log2(task.flops)
+    return np.asarray(onehot + shape + [log_flops, float(task.target.is_gpu)], dtype=np.float32)

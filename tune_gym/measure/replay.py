@@ -9,9 +9,12 @@ keys, so a batch is one ``searchsorted``; results are built once, when the data 
 Results carry the recorded build and run seconds, so a session's clock is simulated tuning
 time. A config the data does not hold is an error naming it (never an invented number),
 unless a ``fallback`` backend (e.g. a surrogate fitted on the same data) is given: then the
-fallback answers it. The reference throughput recorded with a task's data
-(:meth:`ReplayBackend.reference`) normalizes rewards of replayed runs, so they are the same
-on every machine.
+fallback answers it. The one exception: a config its space itself rules out
+(:meth:`KnobSpace.excluded`, e.g. one that breaks a restriction of a space defined by
+parameters and restrictions) is an ``invalid`` failure that costs no time, as a tuner that
+checks restrictions before compiling never builds it. The reference throughput recorded with
+a task's data (:meth:`ReplayBackend.reference`) normalizes rewards of replayed runs, so they
+are the same on every machine.
 """
 
 from __future__ import annotations
@@ -116,6 +119,8 @@ class ReplayBackend:
         table = self._table(task, space)
         out, missing = table.lookup(configs)
         if missing.size:
+            missing = self._answer_excluded(task, space, configs, missing, out)
+        if missing.size:
             if self.fallback is None:
                 cfg = list(configs[int(missing[0])])
                 raise TuneGymError(
@@ -127,6 +132,20 @@ class ReplayBackend:
             for i, res in zip(missing.tolist(), answers):
                 out[i] = res
         return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _answer_excluded(task: Task, space: KnobSpace, configs: Sequence[Config], missing: np.ndarray,
+                         out: list[MeasureResult | None]) -> np.ndarray:
+        """Answer the missing configs that ``space`` rules out (an ``invalid`` failure, no time
+        spent) in ``out``; returns the rows still missing."""
+        left = []
+        for i in missing.tolist():
+            why = space.excluded(configs[i])
+            if why is None:
+                left.append(i)
+            else:
+                out[i] = MeasureResult.failure("invalid", f"{why} (outside the space: never built)", task.flops)
+        return np.asarray(left, dtype=np.int64)
 
     def close(self) -> None:
         if self.fallback is not None:

@@ -9,9 +9,9 @@ The model (:class:`SurrogateModel`), fitted per (task, preset):
 
 * **Features** (:class:`KnobFeatures`): per knob, split knobs give ``log2`` of each tile
   factor, categorical knobs ``log2(1 + value)`` (e.g. the unroll step), compute-at knobs the
-  location index, and the sketch knob a one-hot; knobs the config's sketch does not use are
-  0; plus the log2 tile volume of each tiling level (summed over split knobs). A whole
-  batch is featurized with a few NumPy lookups.
+  location index, and the sketch knob and nominal knobs (unordered values) a one-hot; knobs
+  the config's sketch does not use are 0; plus the log2 tile volume of each tiling level
+  (summed over split knobs). A whole batch is featurized with a few NumPy lookups.
 * **Cost**: XGBoost regression of ``log(mean seconds per call)`` on the successful rows.
 * **Failures**: when the dataset has failed rows (and successful ones), an XGBoost
   classifier of failed vs ok; a config with predicted failure probability >= 0.5 comes back
@@ -95,8 +95,9 @@ class KnobFeatures:
 
     Columns, knob by knob: split knobs ``log2`` of each factor; categorical knobs
     ``log2(1 + value)`` (or the value itself when a choice is negative); compute-at knobs the
-    location index; the sketch knob a one-hot over sketches. The columns of knobs that a
-    config's sketch does not use are 0. Then one column per tile level: the log2 tile volume
+    location index; the sketch knob a one-hot over sketches, a nominal knob (strings,
+    booleans) a one-hot over its choices. The columns of knobs that a config's sketch does
+    not use are 0. Then one column per tile level: the log2 tile volume
     at that level (level 0 sums the innermost factor of every split knob, level 1 the next),
     an interaction trees would otherwise need many splits to express (it raises the held-out
     Spearman of the committed conv2d datasets by about 0.02).
@@ -108,7 +109,7 @@ class KnobFeatures:
         for knob in space.knobs:
             if knob.kind == "split":
                 table = np.log2(np.array(knob.choices, dtype=np.float64).reshape(len(knob), -1))
-            elif knob.kind == "sketch":
+            elif knob.kind in ("sketch", "nominal"):  # unordered choices: one-hot
                 table = np.eye(len(knob))
             elif knob.kind == "categorical" and min(knob.choices) >= 0:
                 table = np.log2(1.0 + np.array(knob.choices, dtype=np.float64))[:, None]

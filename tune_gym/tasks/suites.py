@@ -13,7 +13,9 @@ Importing this module registers :func:`task_by_id` with :func:`Task.parse
 Suites of registered target kinds (:attr:`tune_gym.kinds.TaskKind.suites`, built by the kind on
 first use) are not in :data:`SUITES`, the network suites of the CPU and GPU targets; their ids
 resolve the same way (``<suite>:3``, ``<suite>:1@<kind>&<option>=5``), their target defaults to
-their kind, and a suite may number its tasks with its own ids (:attr:`Suite.ids`).
+their kind, and a suite may number its tasks with its own ids (:attr:`Suite.ids`). Such a suite
+is built once per process and target; :func:`clear_kind_suites` makes the next lookup build it
+again.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from tune_gym.tasks._checks import show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_id_resolver
 
-__all__ = ["SUITES", "Suite", "SuiteTask", "get_suite", "suite_names", "task_by_id"]
+__all__ = ["SUITES", "Suite", "SuiteTask", "clear_kind_suites", "get_suite", "suite_names", "task_by_id"]
 
 _Layer = tuple[str, tuple[tuple[str, int], ...]]
 
@@ -209,6 +211,12 @@ def _get_kind_suite(name: str, target: TargetSpec) -> Suite:
     assert kind is not None  # get_suite checked that the suite is this kind's
     suite: Suite = kinds.load(kind.suites[name])(target)
     return suite
+
+
+def clear_kind_suites() -> None:
+    """Forget the suites of registered kinds built so far (each is built once per process and
+    target); a kind whose suite lists data found at run time calls this when that data changes."""
+    _get_kind_suite.cache_clear()
 
 
 #: Every suite on the host CPU target, by name.

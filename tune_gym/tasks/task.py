@@ -299,6 +299,14 @@ class Task:
         return self.opdef.flops(self.param_dict)
 
     @property
+    def flops_nominal(self) -> bool:
+        """True when :attr:`flops` is a fixed nominal count, not the work of one call: a task
+        whose kernel has no FLOP count to trust (a space measured by another tool) keeps time as
+        its objective, and its "GFLOPS" are only a decreasing function of the time per call.
+        Nothing may show them as a throughput (listings show times instead)."""
+        return False
+
+    @property
     def input_shapes(self) -> list[tuple[int, ...]]:
         return self.opdef.input_shapes(self.param_dict)
 
