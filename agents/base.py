@@ -213,6 +213,11 @@ class RunResult:
         return np.maximum.accumulate([t.result.gflops for t in self.trials]) if self.trials else np.zeros(0)
 
 
+#: Steps in a row without a new trial (the agent proposed only repeats or configs the space
+#: excludes) after which :class:`EnvRunner` ends the run: it would otherwise never end.
+MAX_IDLE_STEPS = 64
+
+
 class EnvRunner:
     """Drives one ``tune_gym/Tune-v0`` env with one agent, one batch per :meth:`step`.
 
@@ -222,8 +227,9 @@ class EnvRunner:
     Each step asks the agent for up to the env's batch size (or ``limit``); an agent with a
     smaller plan proposes fewer, and the batch is padded by repeating its last config, which
     the env's session serves again for free. The env validates the configs (once) and its
-    session decides what is new, measured, or skipped; the agent observes every config it
-    proposed that was evaluated. ``callback`` gets the new trials of each step.
+    session decides what is new, measured, excluded or skipped; the agent observes every config
+    it proposed that was evaluated or excluded. ``callback`` gets the new trials of each step. A
+    run ends after :data:`MAX_IDLE_STEPS` steps in a row that added no trial.
     """
 
     def __init__(self, agent: Agent, env: Any, seed: int | None = None,
@@ -233,6 +239,7 @@ class EnvRunner:
         self.result = RunResult(self.base.task, agent.name or type(agent).__name__)
         self.done = False
         self._started = False
+        self._idle = 0  # steps in a row that added no trial (only repeats or excluded configs)
 
     def start(self) -> list[Trial]:
         """Reset the env and the agent; returns the trials loaded from records (the agent has
@@ -266,13 +273,14 @@ class EnvRunner:
         else:
             action = np.array(padded, dtype=np.int64).reshape(base.action_space.shape)
         _, _, terminated, truncated, info = self.env.step(action)
-        evaluated = [o for o in info["outcomes"][: len(configs)] if o.trial is not None]
-        self.agent.observe([o.config for o in evaluated], [o.trial.result for o in evaluated])
+        evaluated = [o for o in info["outcomes"][: len(configs)] if o.result is not None]
+        self.agent.observe([o.config for o in evaluated], [o.result for o in evaluated])
         new = list(info["new_trials"])
         self.result.trials.extend(new)
         if self.callback is not None:
             self.callback(new)
-        self.done = bool(terminated or truncated)
+        self._idle = 0 if new else self._idle + 1
+        self.done = bool(terminated or truncated) or self._idle >= MAX_IDLE_STEPS
         return new
 
 

@@ -204,7 +204,7 @@ class XGBTransferAgent(XGBSAAgent):
         if self.from_catalog:
             from tune_gym.datasets.catalog import catalog
 
-            paths = [e.path for e in catalog() if e.task != self.task.uri and Task.from_uri(e.task).op == self.task.op]
+            paths = [e.path for e in catalog() if e.task != self.task.uri and _family(e.task) == _family(self.task.uri)]
         for path in paths:
             yield from (load_dataset(path, verify=False).to_records() if path.suffix == ".parquet"
                         else load_records(path))
@@ -246,6 +246,12 @@ class XGBTransferAgent(XGBSAAgent):
             tuple(sorted(set(own.keys).union(*(v.keys for v in raws.values() if v is not None)))))
         self._featurizer = ItervarFeaturizer(self.space, layout)
         return np.stack([layout.flatten(raws[id(r)]) for r in records])
+
+
+def _family(uri: str) -> tuple[str, str]:
+    """``(op, target kind)`` of a task URI: the records a transfer model may learn from."""
+    task = Task.from_uri(uri)
+    return task.op, task.target.kind
 
 
 def _resolve(path: Path) -> Path:

@@ -263,7 +263,9 @@ def test_transfer_reads_datasets_and_the_catalog(tmp_path, monkeypatch, conv):
     from_file.reset(space, CONV, seed=0)
     assert from_file.n_transfer_records == 512 and from_file.fitted
     monkeypatch.setenv("TUNE_GYM_DATA", str(tmp_path))
-    conv_rows = sum(e.rows for e in catalog() if Task.from_uri(e.task).op == CONV.op and e.task != CONV.uri)
+    family = (CONV.op, CONV.target.kind)  # the same op on the same target kind (not the CUDA conv2d data)
+    conv_rows = sum(e.rows for e in catalog()
+                    if (Task.from_uri(e.task).op, Task.from_uri(e.task).target.kind) == family and e.task != CONV.uri)
     from_catalog = make_agent("xgb-sa-transfer", records="catalog", plan_size=16)
     from_catalog.reset(space, CONV, seed=0)
     assert from_catalog.n_transfer_records == conv_rows >= 512 + 3000

@@ -329,11 +329,13 @@ def test_replay_answers_from_the_file(task: KTTask) -> None:
     invalid = space.from_dict({"bx": 2, "tile": 2, "mem": "global", "unroll": True})
     outside = space.check([3, 2, 0, 0])
     _, _, _, _, info = env.step(np.array([ok, failed, invalid, outside]).reshape(-1))
-    results = [o.trial.result for o in info["outcomes"]]
+    results = [o.result for o in info["outcomes"]]
+    assert [o.status for o in info["outcomes"]] == ["new", "new", "new", "excluded"]
+    assert info["trials_used"] == 3 and info["outcomes"][3].trial is None  # outside the space: no trial
     assert results[0].costs == pytest.approx((time_ms((4, 3, "shared", True)) / 1e3,) * 3)
     assert [r.error for r in results] == [None, "build_error", "invalid", "invalid"]
     assert [r.error_msg for r in results[1:3]] == ["CompilationFailedConfig", "InvalidConfig"]
-    assert results[3].error_msg == "fails restriction 'bx * tile <= 12' (outside the space: never built)"
+    assert results[3].error_msg == "fails restriction 'bx * tile <= 12' (outside the space: not a trial)"
     charges = [(800 + 10 * 4 + 48) / 1e3, (800 + 10 * 8 + 48) / 1e3, (800 + 10 * 2 + 48) / 1e3, 0.0]
     assert [r.build_secs + r.run_secs for r in results] == pytest.approx(charges)
     assert info["clock"] == pytest.approx(sum(charges)) and info["measure_secs"] == pytest.approx(sum(charges))
@@ -357,9 +359,9 @@ def test_the_space_is_done_when_every_valid_config_is_a_trial(task: KTTask) -> N
     env.reset(seed=0)
     valid, outside = list(space), space.check([3, 2, 0, 0])
     _, _, terminated, _, info = env.step(np.array([outside, *valid[:29]]).reshape(-1))
-    assert info["trials_used"] == 30 and not terminated  # 29 of the 30 configs of the space
+    assert info["trials_used"] == 29 and not terminated  # 29 of the 30 configs; the outside one is no trial
     _, _, terminated, truncated, info = env.step(np.array([valid[29]] * 30).reshape(-1))
-    assert info["trials_used"] == 31 and terminated and not truncated
+    assert info["trials_used"] == 30 and terminated and not truncated
     env.close()
 
 
@@ -506,3 +508,29 @@ def test_benchmark_hub_spaces() -> None:
         ran = int(ds.ok.sum())
         assert 3889 <= ran <= 4362 if conv else ran == 11130
         assert ds.best_gflops == pytest.approx(1e-3 / float(ds.mean_cost.min()))  # nominal: 1 / ms
+
+
+def test_an_agent_proposing_only_configs_outside_the_space_ends(task: KTTask) -> None:
+    """Excluded configs are no trials (as Kernel Tuner counts): an agent that proposes nothing
+    else adds no trial, sees each as an invalid failure, and the run ends after MAX_IDLE_STEPS."""
+    from agents.base import MAX_IDLE_STEPS, Agent, run
+
+    class Outside(Agent):
+        name = "outside"
+
+        def __init__(self) -> None:
+            self.errors: list[Any] = []
+
+        def propose(self, n: int) -> list[Any]:
+            return [self.space.check([3, 2, 0, 0])] * n
+
+        def observe(self, configs: Any, results: Any) -> None:
+            self.errors.extend(r.error for r in results)
+
+    env = gym.make("tune_gym/Tune-v0", task=task.uri, backend="replay", batch_size=2, budget=8,
+                   disable_env_checker=True)
+    agent = Outside()
+    result = run(agent, env, seed=0)
+    assert result.trials == [] and env.unwrapped.session.clock == 0.0
+    assert agent.errors == ["invalid"] * (2 * MAX_IDLE_STEPS)  # two per step
+    env.close()

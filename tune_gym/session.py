@@ -6,6 +6,7 @@ the agents' run loop. Nothing else keeps its own "already measured" set::
 
     caller (env step / collector)  --canonical configs-->  TuningSession.evaluate
         dedupe against this run's trials (a repeat is free)
+        excluded: a config the space itself rules out (KnobSpace.excluded) is no trial
         budget: configs beyond it are skipped, not measured
         cache: a config measured before in this session's life (or loaded from its record
                file) costs a trial but is not measured again
@@ -51,8 +52,11 @@ __all__ = ["SOURCES", "STATUSES", "Evaluation", "Outcome", "Trial", "TuningSessi
 #: the run, not on what earlier runs of the session measured, so same seed, same trials.
 SOURCES = ("measured", "records")
 #: What happened to one requested config: ``new`` (a new trial of this run), ``repeat``
-#: (already a trial of this run: free), ``skipped`` (the budget was spent: not evaluated).
-STATUSES = ("new", "repeat", "skipped")
+#: (already a trial of this run: free), ``excluded`` (not a config of the space, which says
+#: so without building it, :meth:`KnobSpace.excluded`: no trial, no budget, no time, answered
+#: as an ``invalid`` failure, as Kernel Tuner never counts a config outside its restrictions),
+#: ``skipped`` (the budget was spent: not evaluated).
+STATUSES = ("new", "repeat", "excluded", "skipped")
 
 
 @dataclass(frozen=True)
@@ -95,16 +99,19 @@ class Outcome:
     Attributes:
         config: the config as requested (canonical).
         status: one of :data:`STATUSES`.
-        trial: the config's trial in this run (``None`` when skipped).
+        trial: the config's trial in this run (``None`` when excluded or skipped).
+        failure: for an excluded config, its ``invalid`` result (why the space rules it out).
     """
 
     config: Config
     status: str
     trial: Trial | None
+    failure: MeasureResult | None = None
 
     @property
     def result(self) -> MeasureResult | None:
-        return self.trial.result if self.trial is not None else None
+        """The trial's result, the failure of an excluded config, ``None`` when skipped."""
+        return self.trial.result if self.trial is not None else self.failure
 
 
 @dataclass(frozen=True)
@@ -181,7 +188,6 @@ class TuningSession:
         """
         self.trials: list[Trial] = []
         self._by_config: dict[Config, Trial] = {}
-        self._in_space = 0  # trials that are configs of the space (not ones it excludes)
         self.clock = 0.0
         self._best: Trial | None = None
         if self._first_run:
@@ -205,9 +211,8 @@ class TuningSession:
 
     @property
     def space_done(self) -> bool:
-        """True when every config of the space is a trial of this run (a trial of a config the
-        space excludes, :meth:`KnobSpace.excluded`, is not one of them)."""
-        return self._in_space >= self.space.size
+        """True when every config of the space is a trial of this run."""
+        return len(self.trials) >= self.space.size
 
     @property
     def best(self) -> Trial | None:
@@ -233,15 +238,22 @@ class TuningSession:
     def evaluate(self, configs: Sequence[Config]) -> Evaluation:
         """Evaluate canonical configs: dedupe, budget, cache, measure the rest, record.
 
-        A config already a trial of this run is a free ``repeat``; a new one becomes a trial
-        while the budget lasts (``skipped`` beyond it); only new trials that the cache does
-        not hold are sent to the backend, in one call, and appended to the log.
+        A config already a trial of this run is a free ``repeat``; one the space rules out is
+        ``excluded`` (no trial, no budget, no time); a new one becomes a trial while the budget
+        lasts (``skipped`` beyond it); only new trials that the cache does not hold are sent to
+        the backend, in one call, and appended to the log.
         """
         plan: list[tuple[Config, str]] = []
         new: dict[Config, None] = {}
+        failures: dict[Config, MeasureResult] = {}
         for cfg in configs:
             if cfg in self._by_config or cfg in new:
                 plan.append((cfg, "repeat"))
+            elif cfg in failures or (why := self.space.excluded(cfg)) is not None:
+                if cfg not in failures:
+                    failures[cfg] = MeasureResult.failure("invalid", f"{why} (outside the space: not a trial)",
+                                                          self.task.flops)
+                plan.append((cfg, "excluded"))
             elif self.budget is not None and len(self.trials) + len(new) >= self.budget:
                 plan.append((cfg, "skipped"))
             else:
@@ -262,7 +274,7 @@ class TuningSession:
                 self._cache[cfg] = res
             self._write(zip(to_measure, results))
         added = tuple(self._add(cfg, self._cache[cfg], self._source(cfg)) for cfg in new)
-        outcomes = tuple(Outcome(cfg, status, self._by_config.get(cfg)) for cfg, status in plan)
+        outcomes = tuple(Outcome(cfg, status, self._by_config.get(cfg), failures.get(cfg)) for cfg, status in plan)
         return Evaluation(outcomes, added, len(to_measure), wall)
 
     def _source(self, config: Config) -> str:
@@ -273,7 +285,6 @@ class TuningSession:
         trial = Trial(len(self.trials) + 1, config, result, source, self.clock)
         self.trials.append(trial)
         self._by_config[config] = trial
-        self._in_space += self.space.excluded(config) is None
         if result.ok and (self._best is None or trial.gflops > self._best.gflops):
             self._best = trial
         return trial

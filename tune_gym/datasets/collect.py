@@ -208,8 +208,8 @@ def _explore(session: Any, plan: Plan, agent: Any, modes: _ModeBook, batch: int,
         if not configs:
             break
         ev = session.evaluate(configs)
-        evaluated = [o for o in ev.outcomes if o.trial is not None]
-        agent.observe([o.config for o in evaluated], [o.trial.result for o in evaluated])
+        evaluated = [o for o in ev.outcomes if o.result is not None]
+        agent.observe([o.config for o in evaluated], [o.result for o in evaluated])
         fresh = [t.config for t in ev.new if t.config not in measured_before]
         for cfg in fresh:
             measured_before.add(cfg)

@@ -192,8 +192,10 @@ class KnobWalkEnv(gym.Env):
                 batch = np.asarray([config], dtype=np.int64)
                 self._predicted[config] = float(np.asarray(self.reward_fn(batch)).reshape(-1)[0])  # type: ignore[misc]
             return self._predicted[config]
-        trial = self.session.evaluate([config]).outcomes[0].trial
-        return None if trial is None else trial.gflops
+        outcome = self.session.evaluate([config]).outcomes[0]
+        if outcome.status == "excluded":  # not a config of the space: no trial, scores nothing
+            return 0.0
+        return None if outcome.trial is None else outcome.trial.gflops
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # type: ignore[override]

@@ -49,8 +49,10 @@ batch beyond the budget are not measured and are reported as skipped); ``termina
 every config of the space has been evaluated.
 
 ``info`` carries ``outcomes``: one :class:`tune_gym.session.Outcome` per proposed row (its
-canonical ``config``, ``status`` "new" / "repeat" / "skipped" and its typed ``trial``, whose
-``result`` is the :class:`MeasureResult`, ``None`` when skipped); ``new_trials``: the
+canonical ``config``, ``status`` "new" / "repeat" / "excluded" / "skipped" and its typed
+``trial``, whose ``result`` is the :class:`MeasureResult`; an excluded config, one the space
+rules out without building it, is no trial and its ``result`` is an ``invalid`` failure;
+``None`` when skipped); ``new_trials``: the
 :class:`tune_gym.session.Trial` objects this step added; ``measure_secs``: their recorded build
 + run seconds (on a replay backend, the recorded seconds: a simulated clock); ``clock``: the
 episode's simulated seconds so far; and ``trials_used``, ``budget``, ``best_gflops``,
@@ -388,7 +390,7 @@ class TuneEnv(gym.Env):
         before = self.session.best_gflops
         self._session_fresh = False
         ev = self.session.evaluate(configs)
-        trials = [outcome.trial for outcome in ev.outcomes]  # None where skipped
+        trials = [outcome.trial for outcome in ev.outcomes]  # None where excluded or skipped
         self._last_tp[:] = [(t.gflops if t is not None else 0.0) / self.reference_gflops for t in trials]
         self._last_valid[:] = [t is not None and t.ok for t in trials]
         self._last_configs = self.space.normalized(table)
