@@ -222,7 +222,7 @@ class EnvRunner:
     """Drives one ``tune_gym/Tune-v0`` env with one agent, one batch per :meth:`step`.
 
     :func:`run` loops over it until the env is done; a network's task scheduler
-    (:mod:`tune_gym.networks.tuner`) holds one per task and decides which steps next.
+    (:mod:`agents.network`) holds one per task and decides which steps next.
 
     Each step asks the agent for up to the env's batch size (or ``limit``); an agent with a
     smaller plan proposes fewer, and the batch is padded by repeating its last config, which
