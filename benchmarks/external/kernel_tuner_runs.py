@@ -112,7 +112,7 @@ from tune_gym.external.kernel_tuner_io import (
 __all__ = [
     "DEFAULT_STRATEGY", "MULTI_OBJECTIVE_STRATEGIES", "NEWEST_STRATEGIES", "OPTIONAL_PACKAGE_STRATEGIES", "STATUSES",
     "STRATEGIES", "Evaluation", "KernelTunerRunError", "KernelTunerSimulation", "StrategyTrace", "main",
-    "run_strategy",
+    "run_strategy", "strategy_options",
 ]
 
 #: Kernel Tuner's default strategy (``tune_kernel`` without ``strategy``): every configuration in order.
@@ -273,9 +273,7 @@ class KernelTunerSimulation:
         if not Path(self._dir.name).is_dir():
             raise KernelTunerRunError(f"{self.measured.path}: this simulation was closed")
         space = self.measured.space
-        options = {} if strategy in _NO_BUDGET_OPTIONS else {
-            k: v for k, v in (("max_fevals", max_fevals), ("time_limit", time_limit)) if v is not None}
-        defaults = {k: v[1] for k, v in getattr(module, "_options", {}).items() if k not in _KT_BUDGET_KEYS}
+        options = _budget_options(strategy, max_fevals, time_limit)
         driver = _Driver(module, self.measured, options, seed, max_fevals, time_limit)
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
@@ -289,7 +287,8 @@ class KernelTunerSimulation:
                 else None, objective="time", objective_higher_is_better=False, quiet=True, verbose=False)
         return StrategyTrace(
             strategy=strategy, seed=seed, max_fevals=max_fevals, time_limit=time_limit,
-            strategy_options={**defaults, **options}, evaluations=tuple(driver.evaluations),
+            strategy_options=strategy_options(strategy, max_fevals=max_fevals, time_limit=time_limit),
+            evaluations=tuple(driver.evaluations),
             ended=driver.ended(), source=self.measured.path, sha256=self.measured.sha256,
             device=self.measured.device, kernel=self.measured.kernel, parameters=tuple(space.names),
             space_size=len(space), kernel_tuner_version=importlib.metadata.version("kernel_tuner"))
@@ -301,6 +300,23 @@ def run_strategy(cache: str | Path, strategy: str, *, seed: int, max_fevals: int
     :class:`KernelTunerSimulation` once for many runs on the same file)."""
     with KernelTunerSimulation(cache, problem) as sim:
         return sim.run(strategy, seed=seed, max_fevals=max_fevals, time_limit=time_limit)
+
+
+def strategy_options(strategy: str, *, max_fevals: int | None = None,
+                     time_limit: float | None = None) -> dict[str, Any]:
+    """What ``strategy`` runs with under this budget (:attr:`StrategyTrace.strategy_options`):
+    Kernel Tuner's default for each of its hyperparameters plus the budget options it is handed.
+    Known without running it (importing the strategy's module only)."""
+    module = _strategy_module(strategy)
+    defaults = {k: v[1] for k, v in getattr(module, "_options", {}).items() if k not in _KT_BUDGET_KEYS}
+    return {**defaults, **_budget_options(strategy, max_fevals, time_limit)}
+
+
+def _budget_options(strategy: str, max_fevals: int | None, time_limit: float | None) -> dict[str, Any]:
+    """The budget options handed to the strategy (none to those that refuse them)."""
+    if strategy in _NO_BUDGET_OPTIONS:
+        return {}
+    return {k: v for k, v in (("max_fevals", max_fevals), ("time_limit", time_limit)) if v is not None}
 
 
 # ---------------------------------------------------------------------------------------------

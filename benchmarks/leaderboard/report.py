@@ -38,6 +38,7 @@ class TaskData:
     reference_gflops: float
     costs: np.ndarray | None = None  # every config's mean seconds (exhaustive only)
     eval_secs: np.ndarray | None = None
+    nominal_flops: bool = False  # GFLOPS are a nominal FLOP count over time (kt tasks): report times
 
 
 @dataclass
@@ -59,7 +60,10 @@ class Cell:
     measure_secs: list[float] = field(default_factory=list)
     curves: list[np.ndarray] = field(default_factory=list)  # best-so-far / best known, per trial
     p_curves: list[np.ndarray] = field(default_factory=list)
+    p_time_curves: list[np.ndarray] = field(default_factory=list)  # P at equal steps of the time budget
     clocks: list[np.ndarray] = field(default_factory=list)  # simulated seconds after each trial
+    seed_ids: list[int] = field(default_factory=list)  # the seed of each run, in the order of the lists
+    best_gflops: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -73,15 +77,25 @@ class Leaderboard:
 
 
 def _task_data(uri: str, preset: str) -> TaskData:
+    """The task's dataset: its kind's own data (:attr:`tune_gym.kinds.TaskKind.dataset`, e.g. a
+    ``kt`` task's measurement file), else the catalog's."""
+    from tune_gym import kinds
     from tune_gym.datasets import load_dataset
     from tune_gym.datasets.catalog import find_dataset
+    from tune_gym.tasks import Task
 
-    entry = find_dataset(uri, preset)
-    if entry is None:
-        return TaskData(uri, preset, False, math.nan, math.nan)
-    ds = load_dataset(entry.path, verify=False)
+    task = Task.parse(uri)
+    kind = kinds.get_kind(task.target.kind)
+    nominal = bool(getattr(task, "flops_nominal", False))
+    if kind is not None and kind.dataset is not None:
+        ds = kinds.load(kind.dataset)(task, preset)
+    else:
+        entry = find_dataset(task, preset)
+        if entry is None:
+            return TaskData(uri, preset, False, math.nan, math.nan, nominal_flops=nominal)
+        ds = load_dataset(entry.path, verify=False)
     ref = ds.reference.gflops if ds.reference is not None else math.nan
-    td = TaskData(uri, preset, ds.exhaustive, ds.best_gflops, ref)
+    td = TaskData(uri, preset, ds.exhaustive, ds.best_gflops, ref, nominal_flops=nominal)
     if ds.exhaustive:
         td.costs = ds.mean_cost
         td.eval_secs = ds.build_secs + ds.run_secs
@@ -119,6 +133,8 @@ def compute(results: str | Path) -> Leaderboard:
         gflops = np.asarray(line["gflops"], dtype=float)
         curve = M.best_so_far(gflops) / best_known
         cell.seeds += 1
+        cell.seed_ids.append(spec["seed"])
+        cell.best_gflops.append(line["best_gflops"])
         cell.curves.append(curve)
         cell.clocks.append(np.asarray(line["clock"], dtype=float))
         cell.vs_best.append(line["best_gflops"] / best_known)
@@ -136,9 +152,11 @@ def compute(results: str | Path) -> Leaderboard:
             run_budget = min(spec["budget"], int(np.isfinite(td.costs).sum()))
             cell.p_run.append(M.mean_score(times, td.costs, budget=run_budget))
             try:
-                cell.p_time.append(M.mean_score(times, td.costs, clocks=line["clock"], eval_seconds=td.eval_secs))
+                _, p_time = M.score_curve(times, td.costs, clocks=line["clock"], eval_seconds=td.eval_secs)
             except ValueError:  # the run's clock never reached one evaluation
-                cell.p_time.append(math.nan)
+                p_time = np.full(100, math.nan)
+            cell.p_time_curves.append(p_time)
+            cell.p_time.append(float(np.nanmean(p_time)) if np.isfinite(p_time).any() else math.nan)
     return Leaderboard(header, cells, tasks, _rows(cells, tasks, not_applicable), not_applicable, na_runs)
 
 
@@ -249,7 +267,10 @@ NETWORK_TRACK = Path(__file__).resolve().parents[1] / "results" / "network_track
 def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", plots: str | Path | None = None,
                       command: str | None = None) -> Path:
     """Write the markdown leaderboard of ``results`` to ``out`` and its PNG plots to ``plots``
-    (default: a folder named after the results file, beside it)."""
+    (default: a folder named after the results file, beside it). A suite of tasks with nominal
+    FLOP counts (spaces measured with Kernel Tuner) gets the section of
+    :mod:`.external_report` instead; the standard suite's includes that section's file
+    (:data:`.external_report.SECTION_FILE`) when there is one."""
     import warnings
 
     results, out = Path(results), Path(out)
@@ -257,6 +278,10 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
         warnings.simplefilter("ignore")
         lb = compute(results)
     plots = Path(plots) if plots else results.with_suffix("")
+    from benchmarks.leaderboard import external_report
+
+    if external_report.applies(lb):  # nominal FLOPs (spaces measured with Kernel Tuner): times and P only
+        return external_report.write_section(lb, results, out, plots, command)
     plots.mkdir(parents=True, exist_ok=True)
     png_curves, png_scores = _plot(lb, plots)
     suite = lb.header["suite"]
@@ -337,6 +362,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
                   "README, \"Leaderboard\"). Lower is better.", ""]
         for path in tracks:
             lines += [path.read_text(encoding="utf-8").strip(), ""]
+    if suite["name"] == "standard" and external_report.SECTION_FILE.is_file():
+        lines += external_report.included_section(external_report.SECTION_FILE, out)
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 

@@ -65,10 +65,11 @@ def make_env(spec: RunSpec) -> Any:
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:
-    """Run one (agent, task, seed) and return its results line (see :mod:`.results`)."""
+    """Run one (agent, task, seed) and return its results line (see :mod:`.results`); an entry
+    ``kt:<strategy>`` runs Kernel Tuner's strategy instead of an agent (:mod:`.kt_entries`)."""
     import torch
 
-    from agents import NotApplicable, make_agent, run
+    from benchmarks.leaderboard import kt_entries
 
     # One thread per run: runs are parallel across processes, and a model's thread pool
     # competing for the same cores slows it down (GP fits 3-5x on 2 cores).
@@ -77,15 +78,10 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     env = make_env(spec)
     try:
         base = env.unwrapped
-        agent = make_agent(base_agent(spec.agent), **spec.options)
-        agent_secs = [0.0]
-        for name in ("reset", "propose", "observe"):
-            setattr(agent, name, _timed(getattr(agent, name), agent_secs))
-        try:
-            trials = run(agent, env, seed=spec.seed).trials
-            not_applicable = None
-        except NotApplicable as exc:  # the agent is not built for this task: recorded, not failed
-            trials, not_applicable = [], str(exc)
+        if kt_entries.is_entry(spec.agent):
+            trials, info, agent_secs, not_applicable = kt_entries.run_entry(spec, base.task, base.space, base.backend)
+        else:
+            trials, info, agent_secs, not_applicable = _run_agent(spec, env)
         line = {
             "key": spec.key, "spec": asdict(spec), "task_uri": base.task.uri,
             "space_size": base.space.size, "flops": base.task.flops,
@@ -96,8 +92,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             "errors": [t.result.error for t in trials],
             "clock": [t.clock for t in trials],
             "best_gflops": max((t.result.gflops for t in trials), default=0.0),
-            "agent_info": agent.describe() if not_applicable is None else {},
-            "agent_secs": agent_secs[0], "wall_secs": time.perf_counter() - start,
+            "agent_info": info,
+            "agent_secs": agent_secs, "wall_secs": time.perf_counter() - start,
             "host": _host(), "time": time.time(),
         }
         if not_applicable is None:
@@ -107,6 +103,22 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         return line
     finally:
         env.close()
+
+
+def _run_agent(spec: RunSpec, env: Any) -> tuple[list[Any], dict[str, Any], float, str | None]:
+    """The agent's run on ``env``: ``(trials, agent_info, its compute seconds, None)``, or
+    ``([], {}, seconds, why)`` when it raises :class:`agents.NotApplicable`."""
+    from agents import NotApplicable, make_agent, run
+
+    agent = make_agent(base_agent(spec.agent), **spec.options)
+    agent_secs = [0.0]
+    for name in ("reset", "propose", "observe"):
+        setattr(agent, name, _timed(getattr(agent, name), agent_secs))
+    try:
+        trials = run(agent, env, seed=spec.seed).trials
+    except NotApplicable as exc:  # the agent is not built for this task: recorded, not failed
+        return [], {}, agent_secs[0], str(exc)
+    return trials, agent.describe(), agent_secs[0], None
 
 
 def run_end(trials: int, budget: int, space_size: int) -> str:
@@ -159,8 +171,7 @@ def run_suite(
         raise ValueError(f"suite {suite.name} measures live: its runs are timed one at a time on this machine "
                          "(no --jobs > 1, no --ray)")
     _check_subset(suite, agents, seeds)
-    if jobs > 1 or ray_address:
-        _check_kinds_discoverable(suite)
+    _check_tasks(suite, workers=jobs > 1 or bool(ray_address))
     results = ResultsFile.open(out, suite)
     todo = [s for s in suite.runs(agents, seeds) if s.key not in results.done]
     bar = _bar(progress, len(todo), len(results.done), suite.name)
@@ -179,14 +190,21 @@ def run_suite(
     return results
 
 
-def _check_kinds_discoverable(suite: Suite) -> None:
-    """Worker processes find a task's target kind only if it is a core, builtin or entry-point kind."""
+def _check_tasks(suite: Suite, workers: bool) -> None:
+    """Every task of the suite can be made here, before any run starts: a task whose files are
+    missing (a ``kt`` task's: the error names ``TUNE_GYM_DATA`` and where to download them) is
+    one error naming the suite. With ``workers``, worker processes must find each task's target
+    kind too: a core, builtin or entry-point kind."""
     from tune_gym import kinds
+    from tune_gym.errors import TuneGymError
     from tune_gym.tasks import Task
 
     for t in suite.tasks:
-        kind = Task.parse(t.id).target.kind
-        if not kinds.is_discoverable(kind):
+        try:
+            kind = Task.parse(t.id).target.kind
+        except TuneGymError as err:
+            raise type(err)(f"suite {suite.name}: {err}") from None
+        if workers and not kinds.is_discoverable(kind):
             raise ValueError(f"suite {suite.name}: task {t.id}: target kind {kind!r} is registered in this process "
                              "only; declare it in the tune_gym.kinds entry-point group to run it in worker processes "
                              "(or run with --jobs 1)")

@@ -7,7 +7,8 @@ A suite file::
     backend = "replay"      # default backend of its tasks: replay | surrogate | live
     seeds = 10              # runs per (agent, task), seeds 0..seeds-1
     batch = 8               # configs per env step
-    agents = ["*"]          # agent ids, "*" = every registered agent that is available
+    agents = ["*"]          # agent ids, "*" = every registered agent that is available,
+                            # "kt:NAME" = Kernel Tuner's strategy NAME (kt_entries)
     [agent_options]         # optional per-agent options
     rl-ppo = { n_steps = 64 }
     "meta-bo/no-fine-tune" = { fine_tune = false }   # a variant: ID/NAME runs agent ID with these options
@@ -35,6 +36,8 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchmarks.leaderboard import kt_entries
 
 __all__ = ["SUITE_DIR", "RunSpec", "Suite", "SuiteError", "SuiteTask", "base_agent", "list_suites", "load_suite"]
 
@@ -187,18 +190,33 @@ def load_suite(name: str | Path) -> Suite:
         tasks.append(task)
     if not tasks:
         raise SuiteError(f"{path}: no [[task]] entries")
-    agents = tuple(raw.get("agents", ["*"]))
-    if "*" in agents:
-        from agents.base import list_agents, unavailable_agents
-
-        agents = tuple(a for a in list_agents() if a not in unavailable_agents())
-    from agents.base import list_agents, unavailable_agents
-
-    if unknown_agents := [a for a in agents if base_agent(a) not in {*list_agents(), *unavailable_agents()}]:
-        raise SuiteError(f"{path}: unknown agent(s) {unknown_agents}; known: {', '.join(list_agents())} "
-                         "(a variant is ID/NAME with a known ID)")
+    agents = _agents(raw.get("agents", ["*"]), path)
+    options = {k: dict(v) for k, v in raw.get("agent_options", {}).items()}
+    for name in agents:
+        if kt_entries.is_entry(name) and (problem := kt_entries.suite_problem(name, options.get(name, {}))):
+            raise SuiteError(f"{path}: agents: {problem}")
     seeds, batch = int(raw.get("seeds", 10)), int(raw.get("batch", 8))
     if seeds < 1 or batch < 1:
         raise SuiteError(f"{path}: seeds and batch must be >= 1")
     return Suite(str(raw.get("name", path.stem)), str(raw.get("description", "")), agents, seeds, batch,
-                 tuple(tasks), {k: dict(v) for k, v in raw.get("agent_options", {}).items()}, path)
+                 tuple(tasks), options, path)
+
+
+def _agents(entries: Any, path: Path) -> tuple[str, ...]:
+    """A suite file's agent entries, ``"*"`` expanded in place to every available agent; each
+    entry a known agent id, a variant ``ID/NAME`` of one, or a Kernel Tuner strategy ``kt:NAME``
+    (:mod:`benchmarks.leaderboard.kt_entries`)."""
+    from agents.base import list_agents, unavailable_agents
+
+    if not isinstance(entries, list) or not all(isinstance(a, str) and a for a in entries):
+        raise SuiteError(f"{path}: agents must be a list of agent ids, got {entries!r}")
+    known, unavailable = list_agents(), unavailable_agents()
+    expanded: list[str] = []
+    for name in entries:
+        expanded += [a for a in known if a not in unavailable] if name == "*" else [name]
+    agents = tuple(dict.fromkeys(expanded))
+    unknown = [a for a in agents if not kt_entries.is_entry(a) and base_agent(a) not in {*known, *unavailable}]
+    if unknown:
+        raise SuiteError(f"{path}: unknown agent(s) {unknown}; known: {', '.join(known)} "
+                         "(a variant is ID/NAME with a known ID; a Kernel Tuner strategy is kt:NAME)")
+    return agents

@@ -28,6 +28,11 @@ Every problem found is one line naming the run, its line of the file and the fie
 * **Re-runs.** ``rerun`` runs, drawn with the SHA-256 of the file's run lines as seed (so whoever
   writes the file does not choose which runs are checked), are re-run from their seeds: the
   agent must propose exactly the recorded configs.
+* **Kernel Tuner strategies** (entries ``kt:NAME``, :mod:`.kt_entries`) are checked as agents:
+  identity (``agent_info``: the strategy, Kernel Tuner's default options with the run's budget,
+  the Kernel Tuner version), data, every trial replayed, bounds. A strategy has no first batch
+  short of running it, so its configs are checked by the re-runs (those that stopped early are
+  always re-run; the strategy is deterministic).
 
 Live runs cannot be replayed or re-run; every other check applies to them.
 """
@@ -461,9 +466,14 @@ class _Checker:
 def _opening(spec: RunSpec, task: Any, space: Any) -> tuple[str | None, list[tuple[int, ...]], dict[str, Any]]:
     """``(why the agent refuses the task, [], {})``, or ``(None, its first batch, what it runs with)``:
     the agent made with the run's options, reset with its seed and asked for one batch, as
-    :class:`agents.EnvRunner` does before any measurement."""
+    :class:`agents.EnvRunner` does before any measurement. A Kernel Tuner strategy
+    (:mod:`.kt_entries`) has no first batch short of running it: ``[]`` (its re-run checks it)."""
     from agents import NotApplicable, make_agent
+    from benchmarks.leaderboard import kt_entries
 
+    if kt_entries.is_entry(spec.agent):
+        refused = kt_entries.refusal(task)
+        return (refused, [], {}) if refused is not None else (None, [], kt_entries.entry_info(spec.agent, spec.budget))
     agent = make_agent(base_agent(spec.agent), **spec.options)
     try:
         agent.reset(space, task, spec.seed)
