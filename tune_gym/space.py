@@ -38,7 +38,7 @@ from tune_gym._tvm import ms, tvm
 from tune_gym.errors import SpaceError
 from tune_gym.tasks.task import Task
 
-__all__ = ["PRESETS", "Config", "Knob", "KnobSpace", "perfect_tiles"]
+__all__ = ["PRESETS", "Config", "Knob", "KnobSpace", "ScheduleFreeSpace", "perfect_tiles"]
 
 Config = tuple[int, ...]
 PRESETS = ("full", "compact")
@@ -628,6 +628,32 @@ class KnobSpace:
         """
         return None
 
+
+
+class ScheduleFreeSpace(KnobSpace):
+    """A knob space whose configs have no TVM program behind them (a registered kind's space:
+    the simulated VTA, a space measured with Kernel Tuner). ``has_schedules`` is False and the
+    schedule methods raise :class:`SpaceError` with :attr:`no_schedule_hint`, which says what
+    to use instead. Subclasses build their own knobs (they do not call ``KnobSpace.__init__``)."""
+
+    has_schedules = False
+    #: Follows "<task URI>: "; ends where "a config has no TVM <what>" would go (``{what}``).
+    no_schedule_hint = "a config has no TVM {what}"
+
+    def _no_schedule(self, what: str) -> SpaceError:
+        return SpaceError(f"{self.task.uri}: {self.no_schedule_hint.format(what=what)}")
+
+    def trace(self, config: Config, check: bool = True) -> Any:
+        raise self._no_schedule("trace")
+
+    def to_schedule(self, config: Config, check: bool = True) -> Any:
+        raise self._no_schedule("schedule")
+
+    def apply(self, config: Config, check: bool = True) -> tuple[Any | None, str]:
+        raise self._no_schedule("schedule")
+
+    def kernel_mod(self, config: Config, check: bool = True) -> Any | None:
+        raise self._no_schedule("kernel module")
 
 def _annotate_preproc_as_stored(sch: Any) -> None:
     """Re-annotate RewriteLayout's preprocessing blocks with ``1`` instead of ``True``.

@@ -32,7 +32,7 @@ from typing import Any
 from tune_gym.errors import SpaceError
 from tune_gym.external.kernel_tuner_io import ParamSpace
 from tune_gym.external.task import KTTask, problem
-from tune_gym.space import PRESETS, Config, Knob, KnobSpace
+from tune_gym.space import PRESETS, Config, Knob, ScheduleFreeSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["KTSpace", "knob_kind"]
@@ -44,7 +44,7 @@ def knob_kind(values: Sequence[Any]) -> str:
     return "categorical" if numbers else "nominal"
 
 
-class KTSpace(KnobSpace):
+class KTSpace(ScheduleFreeSpace):
     """A Kernel Tuner problem's space as a :class:`KnobSpace` (see the module docstring).
 
     Args:
@@ -52,7 +52,8 @@ class KTSpace(KnobSpace):
         preset: ``full`` or ``compact`` (the same space).
     """
 
-    has_schedules = False
+    no_schedule_hint = ("a space measured with Kernel Tuner has no TVM {what}; its configs are parameter values "
+                        "(to_dict) replayed from the file (observation='knobs' in Tune-v0)")
 
     def __init__(self, task: Task, preset: str = "full") -> None:
         if preset not in PRESETS:
@@ -117,22 +118,6 @@ class KTSpace(KnobSpace):
         type: ``1``, ``1.0`` and ``True`` differ); :class:`SpaceError` naming a bad one."""
         return self.check(self.params.value_indices(values))
 
-    # ------------------------------------------------------------------ no TVM schedule
-    def _no_schedule(self, what: str) -> SpaceError:
-        return SpaceError(f"{self.task.uri}: a space measured with Kernel Tuner has no TVM {what}; its configs are "
-                          "parameter values (to_dict) replayed from the file (observation='knobs' in Tune-v0)")
-
-    def trace(self, config: Config, check: bool = True) -> Any:
-        raise self._no_schedule("trace")
-
-    def to_schedule(self, config: Config, check: bool = True) -> Any:
-        raise self._no_schedule("schedule")
-
-    def apply(self, config: Config, check: bool = True) -> tuple[Any | None, str]:
-        raise self._no_schedule("schedule")
-
-    def kernel_mod(self, config: Config, check: bool = True) -> Any | None:
-        raise self._no_schedule("kernel module")
 
 
 @functools.lru_cache(maxsize=64)

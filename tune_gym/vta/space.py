@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tune_gym.errors import SpaceError
-from tune_gym.space import PRESETS, Config, Knob, KnobSpace, perfect_tiles
+from tune_gym.space import PRESETS, Config, Knob, ScheduleFreeSpace, perfect_tiles
 from tune_gym.tasks.task import Task
 from tune_gym.vta.model import (
     LOOP_ORDERS,
@@ -60,7 +60,7 @@ __all__ = ["THREAD_CHOICES", "VTASpace"]
 THREAD_CHOICES = (1, 2)
 
 
-class VTASpace(KnobSpace):
+class VTASpace(ScheduleFreeSpace):
     """The conv2d template space of a ``vta_conv2d`` task (see the module docstring).
 
     Build with :meth:`for_task` (or :meth:`KnobSpace.for_task`, which dispatches here for
@@ -70,7 +70,8 @@ class VTASpace(KnobSpace):
         conv: the task's conv in packed units, with its hardware (:class:`VTAConv`).
     """
 
-    has_schedules = False
+    no_schedule_hint = ("the vta target is simulated, so a config has no TVM {what}; use VTASpace.plan / violation / "
+                        "estimate (and observation='knobs' in Tune-v0)")
 
     def __init__(self, task: Task, preset: str = "full") -> None:
         if task.target.kind != "vta":
@@ -130,22 +131,6 @@ class VTASpace(KnobSpace):
         """Simulated latency of a valid config (ValueError for an invalid one)."""
         return estimate(self.conv, self.plan(config), timing)
 
-    # ------------------------------------------------------------------ no TVM schedule
-    def _no_schedule(self, what: str) -> SpaceError:
-        return SpaceError(f"{self.task.uri}: the vta target is simulated, so a config has no TVM {what}; use "
-                          "VTASpace.plan / violation / estimate (and observation='knobs' in Tune-v0)")
-
-    def trace(self, config: Config, check: bool = True) -> Any:
-        raise self._no_schedule("trace")
-
-    def to_schedule(self, config: Config, check: bool = True) -> Any:
-        raise self._no_schedule("schedule")
-
-    def apply(self, config: Config, check: bool = True) -> tuple[Any | None, str]:
-        raise self._no_schedule("schedule")
-
-    def kernel_mod(self, config: Config, check: bool = True) -> Any | None:
-        raise self._no_schedule("kernel module")
 
 
 @functools.lru_cache(maxsize=64)
