@@ -18,11 +18,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m agents.demo
 
+# One worker per core; a test file runs in one worker (its module fixtures are built once).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m ''
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m ''
 
 lint: $(STAMP)
 	$(BIN)/ruff check tune_gym agents benchmarks tests scripts

@@ -41,6 +41,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.seeded)
 
 
+@pytest.fixture
+def record_property(record_property):
+    """pytest's ``record_property``, taking NumPy scalars as plain numbers: a property travels
+    from a pytest-xdist worker to its controller, which serializes only Python builtins."""
+
+    def record(name: str, value: object) -> None:
+        record_property(name, value.item() if hasattr(value, "item") and getattr(value, "ndim", 1) == 0 else value)
+
+    return record
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_thread_deterministic():
     """What makes training reproducible on one host, whatever its core count: torch on one thread
