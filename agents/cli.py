@@ -41,10 +41,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
         parse_task(args.task), agent=args.agent, agent_options=parse_options(args.option), trials=args.trials,
         batch=args.batch, log=args.log, resume=args.resume, seed=args.seed, preset=args.preset,
         plot=args.plot, export=args.export, progress=not args.quiet, backend=args.backend,
-        backend_options=backend_options,
+        backend_options=backend_options, reward_norm=args.reward_norm,
+        allow_suspect_reference=args.allow_suspect_reference,
     )
     print_summary(summary)
     return 0
+
+
+def _reward_norm(text: str) -> str | float:
+    """``--reward-norm``: ``torch``, ``none`` or a number of GFLOPS."""
+    if text in ("torch", "none"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not torch, none or a number of GFLOPS") from None
 
 
 def cmd_network(args: argparse.Namespace) -> int:
@@ -202,6 +213,11 @@ def register(sub: Any) -> None:
     p.add_argument("--plot", type=Path, help="write a best-so-far plot (PNG)")
     p.add_argument("--export", type=Path, help="export the best config as a MetaSchedule database here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--reward-norm", type=_reward_norm, default="torch", metavar="torch|none|GFLOPS",
+                   help="what rewards are normalized by: PyTorch on the same op (default; recorded with the data, "
+                        "else measured here, which a busy host refuses), none (raw GFLOPS) or a number")
+    p.add_argument("--allow-suspect-reference", action="store_true",
+                   help="normalize rewards by a recorded PyTorch reference that the reference audit marks suspect")
     p.set_defaults(fn=cmd_tune)
 
     p = sub.add_parser("network", help="tune every kernel of a network, compile it, time it end to end")

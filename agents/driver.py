@@ -23,7 +23,7 @@ class TuneSummary:
     task: Task
     agent: str
     run: RunResult
-    reference_gflops: float
+    reference_gflops: float | None  # None: rewards were raw GFLOPS (reward_norm="none")
     reference_method: str
     space_size: int
     log: Path | None
@@ -35,14 +35,21 @@ def tune(
     task: Task, agent: str = "random", agent_options: dict[str, Any] | None = None, trials: int = 64,
     batch: int = 8, log: str | Path | None = None, resume: bool = False, seed: int = 0, preset: str = "full",
     plot: str | Path | None = None, export: str | Path | None = None, progress: bool = True,
-    backend: str = "live", backend_options: dict[str, Any] | None = None,
+    backend: str = "live", backend_options: dict[str, Any] | None = None, reward_norm: str | float = "torch",
+    allow_suspect_reference: bool = False,
 ) -> TuneSummary:
-    """Tune ``task`` with an agent on a ``Tune-v0`` env; write records, plot and database if asked."""
+    """Tune ``task`` with an agent on a ``Tune-v0`` env; write records, plot and database if asked.
+
+    ``reward_norm`` and ``allow_suspect_reference`` are the env's: ``"torch"`` (PyTorch on the
+    same op: recorded with the data, else measured here on a quiet host), ``"none"`` (raw
+    GFLOPS) or a number; and whether a recorded reference the reference audit marks suspect
+    may be used."""
     tuner = make_agent(agent, **(agent_options or {}))
     # the env observes what the task's kind observes by default (knobs where configs have no schedule)
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
-                   disable_env_checker=True, observation=kinds.default_observation(task))
+                   disable_env_checker=True, observation=kinds.default_observation(task),
+                   reward_norm=reward_norm, allow_suspect_reference=allow_suspect_reference)
     base: Any = env.unwrapped
     bar = None
     if progress:
@@ -65,14 +72,15 @@ def tune(
         if bar is not None:
             bar.close()
         env.close()
+    reference = None if reward_norm == "none" else base.reference_gflops
     if plot is not None:
-        plot_best_so_far(result, base.reference_gflops, plot)
+        plot_best_so_far(result, reference, plot)
     if export is not None and log is not None:
         from tune_gym.records import export_database, load_records
 
         export_database(load_records(log, task=task.uri), export)
     method = base.reference.method if base.reference is not None else "given"
-    return TuneSummary(task, agent, result, base.reference_gflops, method, base.space.size,
+    return TuneSummary(task, agent, result, reference, method, base.space.size,
                        Path(log) if log else None, Path(plot) if plot else None,
                        Path(export) if export and log else None)
 
@@ -137,16 +145,19 @@ def print_summary(summary: TuneSummary, top: int = 5) -> None:
             r = t.result
             rate = "" if nominal else f" {r.gflops:>9.2f}"
             print(f"{i:>4} {t.index:>6}{rate} {r.mean * 1e3:>9.3f} {r.std * 1e3:>8.3f}  {list(t.config)}")
-    best = run.best
-    if best is not None:
-        ratio = best.result.gflops / summary.reference_gflops if summary.reference_gflops else float("nan")
+    best, reference = run.best, summary.reference_gflops
+    if best is not None and not reference:
+        speed = f"{best.result.mean * 1e3:.4g} ms per call" if nominal else f"{best.result.gflops:8.2f} GFLOPS"
+        print(f"\nbest tuned kernel  {speed}   (no reference: reward_norm none)")
+    elif best is not None and reference:
+        ratio = best.result.gflops / reference
         if nominal:
             print(f"\nbest tuned kernel  {best.result.mean * 1e3:.4g} ms per call   -> {ratio:.2f}x the reference's "
                   "speed")
         else:
             print(f"\nbest tuned kernel  {best.result.gflops:8.2f} GFLOPS")
             ref = "simulated peak" if "simulated" in (summary.reference_method or "") else "PyTorch (same op)"
-            print(f"{ref:<18} {summary.reference_gflops:8.2f} GFLOPS   -> tuned/{ref.split(' (')[0]} = {ratio:.2f}x")
+            print(f"{ref:<18} {reference:8.2f} GFLOPS   -> tuned/{ref.split(' (')[0]} = {ratio:.2f}x")
         print(f"                   ({summary.reference_method})")
     for label, path in (("records", summary.log), ("plot", summary.plot), ("database", summary.export)):
         if path is not None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tune_gym.errors import TuneGymError
+from tune_gym.measure.quiet import BusyHostError
 
 __all__ = ["build_parser", "main", "parse_options", "parse_task"]
 
@@ -169,8 +170,9 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt_ref(gflops: float | None) -> str:
-    return f"{gflops:.2f}" if gflops else "-"
+def _fmt_ref(gflops: float | None, suspect: str = "") -> str:
+    """A reference for the inventory: its GFLOPS, marked when the reference audit finds it suspect."""
+    return (f"{gflops:.2f}" + (" (suspect)" if suspect else "")) if gflops else "-"
 
 
 def inventory_markdown(entries: list[Any]) -> str:
@@ -184,6 +186,8 @@ def inventory_markdown(entries: list[Any]) -> str:
              "Live measurements, one Parquet file per task and space preset (see the README's Datasets section).",
              "Regenerate this file with `tune-gym datasets --markdown > benchmarks/datasets/README.md`; check a",
              "file with `tune-gym dataset verify FILE`. *Measuring hours* add up each row's build and run seconds.",
+             "A PyTorch reference marked *(suspect)* is one the reference audit finds cannot be right",
+             "(`reference_audit.json`, `python scripts/audit_references.py`; README, \"PyTorch references\").",
              "", "| file | task | preset | rows (ran) | space | collected | best GFLOPS | PyTorch GFLOPS | host | "
              "dates (UTC) | measuring hours |", "|" + "---|" * 11]
     howto = ["", "## How each was collected", ""]
@@ -197,8 +201,9 @@ def inventory_markdown(entries: list[Any]) -> str:
         modes = ", ".join(f"{m} {n}" for m, n in s["modes"].items())
         hosts = ", ".join(f"`{h}` ({cpu})" for h, cpu in s["hosts"].items())
         space = f"{s['space_size']:,}" + (" (all measured)" if s["exhaustive"] else "")
+        ref = _fmt_ref(s["reference_gflops"], s["reference_suspect"])
         lines.append(f"| {e.path.name} | `{s['task']}` | {s['preset']} | {s['rows']:,} ({s['ok']:,}) | {space} | "
-                     f"{modes} | {s['best_gflops']:.2f} | {_fmt_ref(s['reference_gflops'])} | {hosts} | "
+                     f"{modes} | {s['best_gflops']:.2f} | {ref} | {hosts} | "
                      f"{s['first']} .. {s['last']} | {s['measure_hours']:.2f} |")
         howto.append(f"- **{e.path.name}**:")
         for step in ds.meta.get("collection", []):
@@ -322,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
-    except (TuneGymError, ValueError, FileNotFoundError) as err:  # bad input: one line, no traceback
+    except (TuneGymError, ValueError, FileNotFoundError, BusyHostError) as err:  # bad input, busy host: one line
         print(f"tune-gym {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 2
 

@@ -202,10 +202,13 @@ class Record:
 
 
 #: The fields of a record line (besides the optional ``reference``), of its ``result`` (besides
-#: the optional ``extra``) and of its ``reference``: what :meth:`Record.to_json` writes.
+#: the optional ``extra``) and of its ``reference`` (besides the optional ones below): what
+#: :meth:`Record.to_json` writes.
 _FIELDS = ("schema", "tvm", "host", "task", "preset", "backend", "config", "knobs", "result", "time")
 _RESULT_FIELDS = ("costs", "flops", "error", "error_msg", "build_secs", "run_secs")
 _REFERENCE_FIELDS = ("gflops", "method", "samples", "host")
+#: The reference's fields written only when set (:meth:`Reference.to_json`).
+_REFERENCE_OPTIONAL = ("threads", "single_thread_gflops", "single_thread_samples", "conditions", "flags", "suspect")
 
 
 def _kind(value: Any) -> str:
@@ -264,7 +267,7 @@ def _result(value: Any) -> MeasureResult:
 def _reference(value: Any) -> Reference:
     if not isinstance(value, dict):
         raise RecordError(f"reference {_short(value)} is not a JSON object")
-    _check_fields(value, _REFERENCE_FIELDS, (), "reference")
+    _check_fields(value, _REFERENCE_FIELDS, _REFERENCE_OPTIONAL, "reference")
     try:
         return Reference.from_json(value)
     except (TypeError, ValueError) as err:
@@ -416,13 +419,16 @@ def load_records(path: str | os.PathLike[str], task: str | Task | None = None, c
 
 def recorded_reference(records: Iterable[Record], task: str | Task, host: str | None = None) -> Reference | None:
     """The reference throughput last recorded with ``task``'s records (optionally only those
-    measured on ``host``), or ``None``."""
+    measured on ``host``), or ``None``; with the reference audit's verdict
+    (:func:`~tune_gym.datasets.reference_audit.audited`)."""
+    from tune_gym.datasets.reference_audit import audited
+
     uri = task.uri if isinstance(task, Task) else task
     found = None
     for rec in records:
         if rec.task == uri and rec.reference is not None and (host is None or rec.host == host):
             found = rec.reference
-    return found
+    return audited(uri, found) if found is not None else None
 
 
 def best_records(records: Iterable[Record]) -> dict[str, Record]:

@@ -1,13 +1,15 @@
 """The leaderboard: metrics of a results file, as a markdown table and PNG plots.
 
 Per (agent, task), over seeds: final best GFLOPS relative to the best known config and to
-the recorded PyTorch reference; trials to 95% and 100% of the best known (median and IQR);
-the random-relative score P on trials and on simulated time (exhaustively measured tasks
-only: its random-search baseline is exact there), averaged over the methodology's budget;
-the agent's own compute seconds beside the simulated measurement seconds. Per agent: the
-weighted geometric means of the normalised throughputs (weights: task occurrences in the
-network) and P averaged over tasks, with a 95% band over seeds. Metric definitions are in
-:mod:`benchmarks.leaderboard.metrics`.
+the recorded PyTorch reference (not where the reference audit marks that reference suspect,
+:mod:`tune_gym.datasets.reference_audit`: the tables print "suspect" there, and the "vs
+PyTorch" geometric means leave such tasks out and say which); trials to 95% and 100% of the
+best known (median and IQR); the random-relative score P on trials and on simulated time
+(exhaustively measured tasks only: its random-search baseline is exact there), averaged over
+the methodology's budget; the agent's own compute seconds beside the simulated measurement
+seconds. Per agent: the weighted geometric means of the normalised throughputs (weights: task
+occurrences in the network) and P averaged over tasks, with a 95% band over seeds. Metric
+definitions are in :mod:`benchmarks.leaderboard.metrics`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class TaskData:
     costs: np.ndarray | None = None  # every config's mean seconds (exhaustive only)
     eval_secs: np.ndarray | None = None
     nominal_flops: bool = False  # GFLOPS are a nominal FLOP count over time (kt tasks): report times
+    reference_suspect: str = ""  # why the reference audit marks the reference suspect ("" when it does not)
 
 
 @dataclass
@@ -94,8 +97,9 @@ def _task_data(uri: str, preset: str) -> TaskData:
         if entry is None:
             return TaskData(uri, preset, False, math.nan, math.nan, nominal_flops=nominal)
         ds = load_dataset(entry.path, verify=False)
-    ref = ds.reference.gflops if ds.reference is not None else math.nan
-    td = TaskData(uri, preset, ds.exhaustive, ds.best_gflops, ref, nominal_flops=nominal)
+    ref = ds.reference
+    td = TaskData(uri, preset, ds.exhaustive, ds.best_gflops, ref.gflops if ref is not None else math.nan,
+                  nominal_flops=nominal, reference_suspect=ref.suspect if ref is not None else "")
     if ds.exhaustive:
         td.costs = ds.mean_cost
         td.eval_secs = ds.build_secs + ds.run_secs
@@ -191,11 +195,14 @@ def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData],
         band = M.score_band(per_seed) if n_seeds else {"mean": math.nan, "lower": math.nan, "upper": math.nan}
         per_seed_t = np.nanmean([c.p_time[:n_seeds] for c in exhaustive], axis=0) if n_seeds else np.zeros(0)
         per_seed_r = np.nanmean([c.p_run[:n_seeds] for c in exhaustive], axis=0) if n_seeds else np.zeros(0)
+        trusted = [c for c in cs if not tasks[c.task].reference_suspect]  # a suspect reference gives no ratio
         rows.append({
             "agent": agent, "tasks": len(cs), "runs": sum(c.seeds for c in cs),
             "na_tasks": len(na_tasks[agent] - {c.task for c in cs}),
             "vs_best": M.geomean([float(np.median(c.vs_best)) for c in cs], w),
-            "vs_reference": M.geomean([float(np.median(c.vs_reference)) for c in cs], w),
+            "vs_reference": M.geomean([float(np.median(c.vs_reference)) for c in trusted],
+                                      [c.weight for c in trusted]) if trusted else math.nan,
+            "suspect_references": len(cs) - len(trusted),
             "p_trials": band["mean"], "p_lower": band["lower"], "p_upper": band["upper"],
             "p_time": float(np.nanmean(per_seed_t)) if per_seed_t.size else math.nan,
             "p_run": float(np.nanmean(per_seed_r)) if per_seed_r.size else math.nan,
@@ -250,6 +257,15 @@ def _fmt(x: float, digits: int = 3) -> str:
     if isinstance(x, float) and math.isinf(x):
         return "never"
     return f"{x:.{digits}f}"
+
+
+def _vs_reference(row: dict[str, Any]) -> str:
+    """An agent's "vs PyTorch": ``suspect`` when every task's reference is, else the geometric
+    mean over the others, saying how many were left out."""
+    if row["suspect_references"] and row["suspect_references"] == row["tasks"]:
+        return "suspect"
+    left_out = f" ({row['suspect_references']} suspect left out)" if row["suspect_references"] else ""
+    return _fmt(row["vs_reference"]) + left_out
 
 
 def _iqr(values: list[int | None]) -> str:
@@ -310,9 +326,15 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     ]
     for i, r in enumerate(lb.rows, 1):
         lines.append(f"| {i} | {r['agent']} | {_fmt(r['p_trials'])} | [{_fmt(r['p_lower'])}, {_fmt(r['p_upper'])}] "
-                     f"| {_fmt(r['p_time'])} | {_fmt(r['p_run'])} | {_fmt(r['vs_best'])} | {_fmt(r['vs_reference'])} | "
+                     f"| {_fmt(r['p_time'])} | {_fmt(r['p_run'])} | {_fmt(r['vs_best'])} | {_vs_reference(r)} | "
                      f"{_fmt(r['to95'], 0)} | {_fmt(r['agent_secs'], 1)} | {_fmt(r['measure_secs'], 0)} | "
                      f"{r['runs']}{' (' + str(r['na_tasks']) + ' tasks n/a)' if r['na_tasks'] else ''} |")
+    suspect = {tid: td.reference_suspect for tid, td in lb.tasks.items() if td.reference_suspect}
+    if suspect:
+        lines += ["", "**vs PyTorch** leaves out the tasks whose recorded PyTorch reference the reference audit "
+                  "marks suspect (`benchmarks/datasets/reference_audit.json`; a value timed on a busy host, far below "
+                  "what the op runs at): " + "; ".join(f"{tid} ({why})" for tid, why in suspect.items())
+                  + ". A row shows `suspect` when every one of its tasks is."]
     partial = sorted({a for a, _ in lb.not_applicable})
     if partial:
         reasons: dict[tuple[str, str], list[str]] = {}  # (agent, reason) -> tasks
@@ -348,7 +370,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
             c = lb.cells.get((a, tid))
             cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c
                            else "n/a" if (a, tid) in lb.not_applicable else "-")
-        lines.append(f"| {tid} | {td.preset}, {kind} | {_fmt(td.best_gflops, 2)} | {_fmt(td.reference_gflops, 2)} | "
+        torch = _fmt(td.reference_gflops, 2) + (" (suspect)" if td.reference_suspect else "")
+        lines.append(f"| {tid} | {td.preset}, {kind} | {_fmt(td.best_gflops, 2)} | {torch} | "
                      + " | ".join(cellstr) + " |")
     lines += ["", f"![best-so-far]({rel(png_curves)})", "",
               f"![best-so-far against simulated time]({rel(png_curves.with_name('best_so_far_time.png'))})", ""]

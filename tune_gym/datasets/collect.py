@@ -168,7 +168,9 @@ def collect(
     modes = _ModeBook(plans, selections, previous)
     try:
         with TuningSession(task, space, backend, log=journal, resume=True) as session:
-            session.reference = (recorded_reference(session.resumed, task, host=host_id())
+            # the resumed data's reference, unless the reference audit marks it suspect: then measure it again
+            recorded = recorded_reference(session.resumed, task, host=host_id())
+            session.reference = ((recorded if recorded is not None and not recorded.suspect else None)
                                  or (backend.reference(task) if hasattr(backend, "reference") else None)
                                  or (measure_reference(task) if task.has_torch_reference else None))
             at_start = len(session.measured)

@@ -320,9 +320,13 @@ class Dataset:
 
     @property
     def reference(self) -> Reference | None:
-        """The reference measured on the dataset's (first) host, if recorded."""
+        """The reference measured on the dataset's (first) host, if recorded, with the reference
+        audit's verdict (:func:`~tune_gym.datasets.reference_audit.audited`)."""
+        from tune_gym.datasets.reference_audit import audited
+
         refs = self.meta.get("references", {})
-        return Reference.from_json(refs[self.host[0]]) if self.host and self.host[0] in refs else None
+        ref = Reference.from_json(refs[self.host[0]]) if self.host and self.host[0] in refs else None
+        return audited(self.task.uri, ref) if ref is not None else None
 
     @property
     def hosts(self) -> list[str]:
@@ -335,6 +339,7 @@ class Dataset:
             "task": self.task.uri, "preset": self.preset, "rows": len(self), "ok": int(self.ok.sum()),
             "space_size": int(self.meta.get("space_size", 0)), "exhaustive": self.exhaustive,
             "best_gflops": round(self.best_gflops, 3), "reference_gflops": round(ref.gflops, 3) if ref else None,
+            "reference_suspect": ref.suspect if ref else "",
             "modes": {m: self.mode.count(m) for m in sorted(set(self.mode))},
             "hosts": {h: self.meta.get("hosts", {}).get(h, {}).get("cpu", "") for h in self.hosts},
             "first": _date(float(self.time.min())) if len(self) else "",

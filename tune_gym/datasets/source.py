@@ -122,12 +122,14 @@ class DataSource:
 
 
 def _checked_reference(ref: Any, task: Task, path: Path) -> Reference:
-    """A catalog footer's reference, checked for the task's target (DatasetError naming the file)."""
+    """A catalog footer's reference, checked for the task's target (DatasetError naming the file),
+    with the reference audit's verdict."""
     from tune_gym.datasets import DatasetError
+    from tune_gym.datasets.reference_audit import audited
 
     try:
         out = Reference.from_json(ref)
         out.check(task.target.kind)
     except ValueError as err:
         raise DatasetError(f"dataset {path}: its reference: {err}") from None
-    return out
+    return audited(task.uri, out)

@@ -41,7 +41,10 @@ reused instead (the resumed log's, when it was measured on this host, or the rep
 dataset's), so replayed and resumed runs get the same rewards. A return of 1.0 means "as fast
 as the vendor library"; ``reward_norm="none"`` makes rewards raw GFLOPS, and a number sets the
 reference explicitly. ``env.unwrapped.reference`` holds the :class:`Reference` used (``None``
-for a number or "none").
+for a number or "none"). A recorded reference the reference audit marks as suspect
+(:mod:`tune_gym.datasets.reference_audit`: a value timed on a busy host, far below what the op
+runs at) is refused with an error saying why, unless ``allow_suspect_reference=True`` asks for
+it (then a warning says so, and ``info["reference_suspect"]`` holds the reason on every step).
 
 Budget: each *new* unique config costs one trial; a config already evaluated in this episode
 is served again at no cost. ``truncated`` once ``budget`` trials are spent (configs of the
@@ -57,7 +60,8 @@ rules out without building it, is no trial and its ``result`` is an ``invalid`` 
 + run seconds (on a replay backend, the recorded seconds: a simulated clock); ``clock``: the
 episode's simulated seconds so far; and ``trials_used``, ``budget``, ``best_gflops``,
 ``best_secs`` (the best config's mean seconds per call, ``inf`` before one ran),
-``best_config``, ``reference_gflops``, ``flops_nominal``. ``flops_nominal`` is True for a task
+``best_config``, ``reference_gflops``, ``reference_suspect`` (the audit's reason, ``""`` when
+the reference is not marked), ``flops_nominal``. ``flops_nominal`` is True for a task
 without a FLOP count to trust (:attr:`Task.flops_nominal`, e.g. a Kernel Tuner space): its
 "GFLOPS" (``best_gflops``, ``reference_gflops``, throughputs in the observation) are a nominal
 count divided by the time per call, so rewards still rank configs by time, but they are no
@@ -85,6 +89,7 @@ measured again.
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -136,6 +141,7 @@ class TuneEnv(gym.Env):
         render_mode: str | None = None,
         observation: str | None = None,
         graph_template: GraphTemplate | dict[str, Any] | None = None,
+        allow_suspect_reference: bool = False,
     ) -> None:
         from tune_gym.features.primitives import default_shape
 
@@ -145,6 +151,7 @@ class TuneEnv(gym.Env):
         batch_size = check_int("batch_size", batch_size, 1)
         budget = check_int("budget", budget, 1)
         resume = check_bool("resume", resume)
+        self.allow_suspect_reference = check_bool("allow_suspect_reference", allow_suspect_reference)
         if action_format not in ("flat", "knobs", "index"):
             raise ValueError(f"action_format must be 'flat', 'knobs' or 'index', not {action_format!r}")
         if not isinstance(observation, str) or observation not in OBSERVATIONS:
@@ -228,10 +235,23 @@ class TuneEnv(gym.Env):
             by_preset = len(inspect.signature(ref).parameters) > 1
             recorded = ref(self.task, self.space.preset) if by_preset else ref(self.task)
         if recorded is not None:
-            return recorded
+            return self._checked_suspect(recorded)
         from tune_gym.measure.reference import measure_reference
 
         return measure_reference(self.task)
+
+    def _checked_suspect(self, ref: Reference) -> Reference:
+        """``ref``, unless the reference audit marks it suspect and the env was not asked to use
+        such a reference (``allow_suspect_reference``): then a ValueError saying why."""
+        if not ref.suspect:
+            return ref
+        what = (f"{self.task.uri}: the recorded PyTorch reference ({ref.gflops:.2f} GFLOPS, host {ref.host}) is "
+                f"marked suspect by the reference audit: {ref.suspect}")
+        if not self.allow_suspect_reference:
+            raise ValueError(f"{what}. Rewards normalized by it would be off: pass reward_norm=<GFLOPS> or 'none', or "
+                             "allow_suspect_reference=True to use it anyway (tune-gym tune --allow-suspect-reference)")
+        warnings.warn(f"{what}; normalizing rewards by it as asked (allow_suspect_reference=True)", stacklevel=3)
+        return ref
 
     def _graph_template(self, given: GraphTemplate | dict[str, Any] | None) -> GraphTemplate:
         """The template of ``observation="graph"``: ``given`` (checked) or the task family's."""
@@ -324,7 +344,9 @@ class TuneEnv(gym.Env):
         best = self.session.best
         return {"trials_used": self.trials_used, "budget": self.budget, "best_gflops": best_gflops,
                 "best_secs": best.result.mean if best is not None else math.inf, "best_config": best_cfg,
-                "reference_gflops": self.reference_gflops, "flops_nominal": self.task.flops_nominal,
+                "reference_gflops": self.reference_gflops,
+                "reference_suspect": self.reference.suspect if self.reference is not None else "",
+                "flops_nominal": self.task.flops_nominal,
                 "clock": self.session.clock, **extra}
 
     def decode_action(self, action: Any) -> list[Config]:
