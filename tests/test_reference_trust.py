@@ -326,3 +326,18 @@ def test_leaderboard_prints_suspect_instead_of_a_ratio(suspect_catalog, tmp_path
     agent_row = next(line for line in text.splitlines() if line.startswith("| 1 | random |"))
     assert "| suspect |" in agent_row
     assert "| 10.00 (suspect) |" in text and "**vs PyTorch** leaves out the tasks" in text
+
+
+def test_after_a_refused_reference_the_same_log_tunes_with_another_reward_norm(suspect_catalog, tmp_path):
+    """A refused reference (suspect here; a busy host alike) leaves the record file usable: the
+    same log resumes at once with another reward_norm (what ``make demo`` does on a busy host)."""
+    log = tmp_path / "records.jsonl"
+    kwargs = dict(task=DENSE, preset="compact", backend="replay", batch_size=2, budget=4, disable_env_checker=True,
+                  log=log, resume=True)
+    with pytest.raises(ValueError, match="marked suspect"):
+        gym.make("tune_gym/Tune-v0", **kwargs)
+    env = gym.make("tune_gym/Tune-v0", reward_norm="none", **kwargs)
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    env.close()
+    assert len(load_records(log)) == 2

@@ -174,7 +174,13 @@ class TuneEnv(gym.Env):
         self.render_mode = render_mode
         self.backend, self._owns_backend = resolve_backend(backend, backend_options)
         self.session = TuningSession(self.task, self.space, self.backend, budget=budget, log=log, resume=resume)
-        self.reference = self._reference(reward_norm)
+        try:
+            self.reference = self._reference(reward_norm)
+        except BaseException:  # e.g. a host too busy to time PyTorch: release the record file and backend
+            self.session.close()
+            if self._owns_backend:
+                self.backend.close()
+            raise
         self.session.reference = self.reference
         self.reference_gflops = self.reference.gflops if self.reference is not None else (
             1.0 if reward_norm == "none" else float(reward_norm))
