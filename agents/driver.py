@@ -42,7 +42,8 @@ def tune(
     # the env observes what the task's kind observes by default (knobs where configs have no schedule)
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
-                   disable_env_checker=True, observation=kinds.default_observation(task))
+                   disable_env_checker=True, observation=kinds.default_observation(task),
+                   max_episode_steps=-1)  # the run loop ends the run (agents.base.EnvRunner), not a step limit
     base: Any = env.unwrapped
     bar = None
     if progress:
