@@ -49,7 +49,8 @@ def tune(
     env = gym.make("tune_gym/Tune-v0", task=task, backend=backend, batch_size=batch, budget=trials,
                    preset=preset, log=log, resume=resume, backend_options=backend_options,
                    disable_env_checker=True, observation=kinds.default_observation(task),
-                   reward_norm=reward_norm, allow_suspect_reference=allow_suspect_reference)
+                   reward_norm=reward_norm, allow_suspect_reference=allow_suspect_reference,
+                   max_episode_steps=-1)  # the run loop ends the run (agents.base.EnvRunner), not a step limit
     base: Any = env.unwrapped
     bar = None
     if progress:

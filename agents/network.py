@@ -183,7 +183,7 @@ def tune_network(
             log = records_dir / f"{nt.task.digest}.jsonl" if records_dir is not None else None
             env = gym.make("tune_gym/Tune-v0", task=nt.task, backend=shared, batch_size=batch, budget=trials,
                            preset=preset, log=log, resume=resume, reward_norm=1.0, observation="knobs",
-                           disable_env_checker=True)
+                           disable_env_checker=True, max_episode_steps=-1)  # EnvRunner ends the run
             runner = EnvRunner(make_agent(agent, **(agent_options or {})), env, seed=seed + i)
             runner.start()
             p = TaskProgress(nt, runner)

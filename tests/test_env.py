@@ -186,6 +186,7 @@ def test_observation_modes_pass_the_env_checkers(obs_env):
 
 def test_observation_shows_the_best_config(obs_env):
     from tune_gym.features.graph import encode_graphs
+    from tune_gym.features.loops import take_logs
     from tune_gym.features.primitives import encode_trace
 
     base = obs_env.unwrapped
@@ -200,8 +201,8 @@ def test_observation_shows_the_best_config(obs_env):
     obs, _, _, _, info = obs_env.step(np.array(configs))
     assert obs_env.observation_space.contains(obs)
     best = info["best_config"]
-    if mode == "sequence":
-        expected = {"schedule": encode_trace(base.space.trace(best), 25, 22)}
+    if mode == "sequence":  # log-scaled into its bounded box
+        expected = {"schedule": take_logs(encode_trace(base.space.trace(best), 25, 22)).astype(np.float32)}
     elif mode == "knobs":
         expected = {"best_knobs": base.space.normalized([best])[0]}
     else:
@@ -217,6 +218,21 @@ def test_observation_shows_the_best_config(obs_env):
     obs, *_ = obs_env.step(np.array(configs))  # repeats: free, same best config
     for key, value in expected.items():
         np.testing.assert_array_equal(obs[key], value)
+
+
+def test_observation_boxes_are_bounded_and_hold_random_rollouts(obs_env):
+    """Every Box of every observation mode has finite bounds, and observations of random
+    rollouts (repeats, new configs, the budget's end) stay inside them."""
+    for key, box in obs_env.observation_space.spaces.items():
+        assert np.all(np.isfinite(box.low)) and np.all(np.isfinite(box.high)), key
+    obs_env.action_space.seed(0)
+    obs, _ = obs_env.reset(seed=0)
+    for _ in range(6):
+        assert obs_env.observation_space.contains(obs)
+        obs, _, term, trunc, _ = obs_env.step(obs_env.action_space.sample())
+        if term or trunc:
+            obs, _ = obs_env.reset()
+    assert obs_env.observation_space.contains(obs)
 
 
 @pytest.mark.parametrize("kwargs, message", [

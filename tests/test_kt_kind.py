@@ -351,6 +351,47 @@ def test_replay_answers_from_the_file(task: KTTask) -> None:
     env.close()
 
 
+@pytest.mark.parametrize("autoreset", ["next_step", "same_step"])
+def test_native_vector_env_equals_sync_vector_env_on_a_kt_task(task: KTTask, autoreset: str) -> None:
+    """Configs outside the restrictions are excluded, configs that failed are trials that did not
+    run, and the space runs out: as in N copies of Tune-v0."""
+    from gymnasium.vector import AutoresetMode
+
+    n, batch = 3, 4
+    kwargs = dict(task=task, backend="replay", batch_size=batch, budget=5, max_episode_steps=6, info="lean")
+    native = gym.make_vec("tune_gym/Tune-v0", num_envs=n, autoreset_mode=autoreset, **kwargs)
+    sync = gym.make_vec("tune_gym/Tune-v0", num_envs=n, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": AutoresetMode[autoreset.upper()]}, **kwargs)
+    space = native.unwrapped.env.space
+    pool = np.array([*space.sample(np.random.default_rng(0), 6), space.check([3, 2, 0, 0]),
+                     space.from_dict({"bx": 8, "tile": 1, "mem": "global", "unroll": True})])
+    rng = np.random.default_rng(1)
+
+    def same(a: Any, b: Any) -> None:
+        if isinstance(a, (tuple, dict)):
+            keys = range(len(a)) if isinstance(a, tuple) else sorted(a)
+            assert (len(a) == len(b)) if isinstance(a, tuple) else set(a) == set(b)
+            for key in keys:
+                same(a[key], b[key])
+        elif isinstance(a, np.ndarray) and a.dtype == object:
+            for x, y in zip(a, b):
+                same(x, y) if x is not None else None
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+
+    same(native.reset(seed=0), sync.reset(seed=0))
+    statuses = set()
+    for _ in range(20):
+        actions = pool[rng.integers(0, len(pool), size=(n, batch))].reshape(n, -1)
+        got = native.step(actions)
+        same(got, sync.step(actions))
+        for info in (got[4], got[4].get("final_info", {})):  # same_step: an ending step's info is final_info
+            statuses |= set(info.get("status", np.zeros(0)).ravel().tolist())
+    assert {0, 1, 2, 3} <= statuses  # new, repeat, excluded and skipped rows all happened
+    native.close()
+    sync.close()
+
+
 def test_the_space_is_done_when_every_valid_config_is_a_trial(task: KTTask) -> None:
     env = gym.make("tune_gym/Tune-v0", task=task, backend="replay", batch_size=30, budget=40,
                    disable_env_checker=True)

@@ -148,3 +148,39 @@ def test_knob_space_is_the_same_with_packed_and_given_weights(conv_task, dense_t
         # Only the packed task's schedule rewrites the weight layout (MetaSchedule's RewriteLayout).
         assert "meta_schedule.layout_rewrite_preproc" in packed.apply(cfg)[0].mod.script()
         assert "meta_schedule.layout_rewrite_preproc" not in given.apply(cfg)[0].mod.script()
+
+
+@pytest.mark.parametrize("space_fixture", ["dense_space", "conv_space"])
+def test_recorded_space_is_the_space_it_describes_without_schedules(space_fixture, request):
+    import json
+
+    from tune_gym.datasets import space_fingerprint
+    from tune_gym.space import RecordedSpace
+
+    space = request.getfixturevalue(space_fixture)
+    recorded = RecordedSpace(json.loads(json.dumps(space.to_json())))
+    assert space_fingerprint(recorded) == space_fingerprint(space)
+    assert (recorded.size, recorded.names, recorded.sketch_sizes) == (space.size, space.names, space.sketch_sizes)
+    assert (recorded.dims == space.dims).all() and (recorded.active_mask == space.active_mask).all()
+    configs = space.sample(np.random.default_rng(0), 50)
+    assert [recorded.index(c) for c in configs] == [space.index(c) for c in configs]
+    assert [recorded.config(space.index(c)) for c in configs] == configs
+    table = np.array(space.sample(np.random.default_rng(1), 20))
+    assert (recorded.check_table(table) == space.check_table(table)).all()
+    assert not recorded.has_schedules
+    with pytest.raises(SpaceError, match="rebuilt from its description, without TVM, and has no trace"):
+        recorded.trace(configs[0])
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.pop("knobs"), "not a knob space description"),
+    (lambda d: d.update(active=[[0, 99]]), "a sketch uses a knob that does not exist"),
+    (lambda d: d.update(preset="tiny"), "unknown space preset 'tiny'"),
+])
+def test_bad_space_descriptions_are_refused(dense_space, mutate, message):
+    from tune_gym.space import RecordedSpace
+
+    description = dense_space.to_json()
+    mutate(description)
+    with pytest.raises(SpaceError, match=message):
+        RecordedSpace(description)

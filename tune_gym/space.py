@@ -38,7 +38,7 @@ from tune_gym._tvm import ms, tvm
 from tune_gym.errors import SpaceError
 from tune_gym.tasks.task import Task
 
-__all__ = ["PRESETS", "Config", "Knob", "KnobSpace", "ScheduleFreeSpace", "perfect_tiles"]
+__all__ = ["PRESETS", "Config", "Knob", "KnobSpace", "RecordedSpace", "ScheduleFreeSpace", "perfect_tiles"]
 
 Config = tuple[int, ...]
 PRESETS = ("full", "compact")
@@ -184,7 +184,6 @@ class KnobSpace:
         )
         schedules = self._ctx.generate_design_space()
         self._postprocs = list(self._ctx.space_generator.postprocs)
-        self._lock = threading.Lock()
         self._loop_names = self._original_loop_names()
         self._traces: list[Any] = []  # sketch -> trace without postprocs
         self._sketch_knobs: list[list[tuple[int, Any]]] = []  # sketch -> [(knob idx, inst)]
@@ -210,24 +209,8 @@ class KnobSpace:
                     self.knobs.append(knob)
                 entries.append((knob_index[knob], inst))
             self._sketch_knobs.append(entries)
-        self._active = [
-            ({0} if self.n_sketches > 1 else set()) | {i for i, _ in entries} for entries in self._sketch_knobs
-        ]
-        self._sketch_sizes = [
-            math.prod(len(self.knobs[i]) for i in sorted(a) if self.knobs[i].kind != "sketch")
-            for a in self._active
-        ]
-        self.size = sum(self._sketch_sizes)
-        # Per sketch, the knobs of its mixed-radix flat index (index() and config()), in order.
-        self._radix_knobs = [[i for i in sorted(a) if self.knobs[i].kind != "sketch"] for a in self._active]
-        self.names = [k.name for k in self.knobs]
-        self.dims = np.array([len(k) for k in self.knobs], dtype=np.int64)
-        self._scale = np.maximum(self.dims - 1, 1).astype(np.float32)  # divisor of normalized()
-        mask = np.zeros((self.n_sketches, self.n_knobs), dtype=bool)
-        for s, active in enumerate(self._active):
-            mask[s, sorted(active)] = True
-        mask.setflags(write=False)
-        self._active_mask = mask
+        self._set_knobs(self.knobs, [({0} if self.n_sketches > 1 else set()) | {i for i, _ in entries}
+                                     for entries in self._sketch_knobs])
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod
@@ -254,20 +237,43 @@ class KnobSpace:
         """
         self.task = task
         self.preset = preset
-        self.knobs = list(knobs)
         self._traces = [None]  # one sketch, no MetaSchedule trace
         self._sketch_knobs = [[]]
-        self._active = [set(range(len(self.knobs)))]
-        self._sketch_sizes = [math.prod(len(k) for k in self.knobs)]
-        self.size = self._sketch_sizes[0]
-        self._radix_knobs = [list(range(len(self.knobs)))]
+        self._set_knobs(knobs, [set(range(len(knobs)))])
+
+    def _set_knobs(self, knobs: Sequence[Knob], active: Sequence[set[int]]) -> None:
+        """Set the knobs and, per sketch, the knobs it uses (with the ``sketch`` knob when there
+        are several sketches), and derive what every space computes from them: sizes, flat-index
+        radices, ``dims`` and the active mask. Every way of making a space ends here."""
+        self.knobs = list(knobs)
+        self._active = [set(a) for a in active]
+        self._sketch_sizes = [
+            math.prod(len(self.knobs[i]) for i in sorted(a) if self.knobs[i].kind != "sketch")
+            for a in self._active
+        ]
+        self.size = sum(self._sketch_sizes)
+        # Per sketch, the knobs of its mixed-radix flat index (index() and config()), in order.
+        self._radix_knobs = [[i for i in sorted(a) if self.knobs[i].kind != "sketch"] for a in self._active]
         self.names = [k.name for k in self.knobs]
         self.dims = np.array([len(k) for k in self.knobs], dtype=np.int64)
-        self._scale = np.maximum(self.dims - 1, 1).astype(np.float32)
-        mask = np.ones((1, len(self.knobs)), dtype=bool)
+        self._scale = np.maximum(self.dims - 1, 1).astype(np.float32)  # divisor of normalized()
+        mask = np.zeros((len(self._active), len(self.knobs)), dtype=bool)
+        for s, used in enumerate(self._active):
+            mask[s, sorted(used)] = True
         mask.setflags(write=False)
         self._active_mask = mask
         self._lock = threading.Lock()
+
+    def to_json(self) -> dict[str, Any]:
+        """What a config means in this space, as JSON: the task URI, preset, each knob's name,
+        kind and choices, and per sketch the knobs it uses. :class:`RecordedSpace` rebuilds the
+        space from it without TVM, with the same :func:`~tune_gym.datasets.space_fingerprint`."""
+        return {
+            "task": self.task.uri, "preset": self.preset,
+            "knobs": [[k.name, k.kind, [list(c) if isinstance(c, tuple) else c for c in k.choices]]
+                      for k in self.knobs],
+            "active": [sorted(a) for a in self._active],
+        }
 
     def _original_loop_names(self) -> dict[str, list[str]]:
         sch = self._tvm.s_tir.Schedule(self.mod)
@@ -654,6 +660,46 @@ class ScheduleFreeSpace(KnobSpace):
 
     def kernel_mod(self, config: Config, check: bool = True) -> Any | None:
         raise self._no_schedule("kernel module")
+
+
+class RecordedSpace(ScheduleFreeSpace):
+    """A knob space rebuilt from its description (:meth:`KnobSpace.to_json`), without TVM.
+
+    It has the knobs, sketches, sizes, flat indices and checks of the space it describes (the
+    same :func:`~tune_gym.datasets.space_fingerprint`), which is all that replaying recorded
+    measurements needs; it has no schedules (building those is what takes TVM). Replay can
+    serve a dataset against the space it was recorded under this way
+    (:mod:`tune_gym.datasets.spaces`).
+
+    Raises:
+        SpaceError: the description is not one (a missing field, a knob that is not
+            ``[name, kind, choices]``, a sketch that names no knob).
+    """
+
+    no_schedule_hint = ("this space was rebuilt from its description, without TVM, and has no {what}; "
+                        "KnobSpace.for_task(task, preset) builds the space with its schedules")
+
+    def __init__(self, description: dict[str, Any]) -> None:
+        try:
+            task = Task.parse(description["task"])
+            preset = description["preset"]
+            knobs = [Knob(str(name), str(kind), tuple(tuple(c) if isinstance(c, list) else c for c in choices))
+                     for name, kind, choices in description["knobs"]]
+            active = [{int(i) for i in used} for used in description["active"]]
+        except (KeyError, TypeError, ValueError) as err:
+            raise SpaceError(f"not a knob space description ({type(err).__name__}: {err})") from None
+        if preset not in PRESETS:
+            raise SpaceError(f"unknown space preset {preset!r}; known: {', '.join(PRESETS)}")
+        known = set(range(len(knobs)))
+        if not active or any(not used <= known for used in active) or any(not k.choices for k in knobs):
+            raise SpaceError("not a knob space description: a sketch uses a knob that does not exist, or a knob "
+                             "has no choices")
+        self.task = task
+        self.preset = preset
+        self._traces = [None] * len(active)  # no MetaSchedule trace: n_sketches only
+        self._sketch_knobs = [[] for _ in active]
+        self._set_knobs(knobs, active)
+
 
 def _annotate_preproc_as_stored(sch: Any) -> None:
     """Re-annotate RewriteLayout's preprocessing blocks with ``1`` instead of ``True``.

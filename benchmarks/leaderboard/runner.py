@@ -65,7 +65,8 @@ def make_env(spec: RunSpec) -> Any:
     task = Task.parse(spec.task)
     return gym.make("tune_gym/Tune-v0", task=task, preset=spec.preset, backend=spec.backend, batch_size=spec.batch,
                     budget=spec.budget, disable_env_checker=True, observation=kinds.default_observation(task),
-                    allow_suspect_reference=True)
+                    allow_suspect_reference=True,
+                    max_episode_steps=-1)  # agents.run ends the run (its idle rule), not Tune-v0's step limit
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:

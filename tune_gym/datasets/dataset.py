@@ -416,7 +416,8 @@ def load_dataset(path: str | os.PathLike[str], space: KnobSpace | None = None, v
             :func:`tune_gym.records.load_records` and converted on the fly; record files carry
             no fingerprint, checksum or seal, so only their records and values are checked).
         space: the space it will be used with (default: the task's space today); its
-            fingerprint must match the one the data was collected under.
+            fingerprint must match the one the data was collected under. It becomes the
+            dataset's :attr:`Dataset.space`.
         verify: check the rows checksum and the seal (on by default; it reads every row once).
             The footer's fields, the configs and the values are checked either way.
 
@@ -442,7 +443,7 @@ def load_dataset(path: str | os.PathLike[str], space: KnobSpace | None = None, v
     configs = _check_rows(table, space, task, where)
     cols = table.to_pydict()
     meta = {k: v for k, v in footer.items() if k not in ("schema", "task", "preset", "rows")}
-    return Dataset(
+    ds = Dataset(
         task=task, preset=preset, configs=configs,
         costs=[tuple(c) for c in cols["costs"]], error=list(cols["error"]), error_msg=list(cols["error_msg"]),
         build_secs=np.asarray(cols["build_secs"], dtype=np.float64),
@@ -451,6 +452,8 @@ def load_dataset(path: str | os.PathLike[str], space: KnobSpace | None = None, v
         reference_gflops=np.asarray(cols["reference_gflops"], dtype=np.float64),
         extra=_extras(cols["extra"], where), meta=meta, source=str(path),
     )
+    ds.space = space  # the space it was checked against (Dataset.space is not built again)
+    return ds
 
 
 def seal_dataset(path: str | os.PathLike[str]) -> str:

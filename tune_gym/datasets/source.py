@@ -3,11 +3,15 @@
 Given data (paths to ``.parquet`` datasets or ``.jsonl`` record files, :class:`Dataset`
 objects, tuning records, or a list of these) it serves exactly that; given ``None`` it finds
 each task's dataset in the catalog (:mod:`tune_gym.datasets.catalog`) the first time the task
-is asked for, checked against the task's space today. A task of a registered target kind that
-supplies its own data (:attr:`tune_gym.kinds.TaskKind.dataset`, e.g. files measured by another
-tool) gets that dataset instead of the catalog's. A reference read from a catalog footer is
-checked as :func:`~tune_gym.datasets.load_dataset` checks it (sealed, within the target's
-bounds).
+is asked for. A task of a registered target kind that supplies its own data
+(:attr:`tune_gym.kinds.TaskKind.dataset`, e.g. files measured by another tool) gets that dataset
+instead of the catalog's. A reference read from a catalog footer is checked as
+:func:`~tune_gym.datasets.load_dataset` checks it (sealed, within the target's bounds).
+
+Which space a dataset is checked against (``spaces``): ``"task"`` (the default), the task's
+space today, built with TVM; ``"recorded"``, the space the dataset was recorded under, from its
+stored description (:func:`tune_gym.datasets.spaces.recorded_space`: no TVM when the
+description is stored). Record files (JSONL) carry no fingerprint: their space is the task's.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from typing import Any
 from tune_gym import kinds
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.reference import Reference
+from tune_gym.options import check_choice
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["DataSource"]
+__all__ = ["SPACES", "DataSource"]
+
+#: What a dataset is checked against (see the module docstring).
+SPACES = ("task", "recorded")
 
 
 class DataSource:
@@ -30,13 +38,15 @@ class DataSource:
     Args:
         data: what to serve (see the module docstring); ``None`` = the catalog.
         who: the backend's name, for error messages.
+        spaces: ``"task"`` or ``"recorded"`` (see the module docstring).
     """
 
-    def __init__(self, data: Any = None, who: str = "replay") -> None:
-        from tune_gym.datasets import Dataset, load_dataset
+    def __init__(self, data: Any = None, who: str = "replay", spaces: str = "task") -> None:
+        from tune_gym.datasets import Dataset
         from tune_gym.records import Record, load_records
 
         self.who = who
+        self.spaces = check_choice("spaces", spaces, SPACES)
         self.sources: list[str] = []
         self.use_catalog = data is None
         self.loaded: dict[tuple[str, str], list[Any]] = {}
@@ -55,14 +65,34 @@ class DataSource:
                 if path.suffix == ".jsonl":
                     records.extend(load_records(path))
                 else:
-                    self._add(load_dataset(path))
+                    self._add(self._load(path))
         for task, preset in dict.fromkeys((r.task, r.preset) for r in records):
             ds = Dataset.from_records(records, task=task, preset=preset)
             ds.check(f"{who} records of {task} (preset {preset})")
             self._add(ds)
 
     def _add(self, ds: Any) -> None:
-        self.loaded.setdefault((ds.task.uri, ds.preset), []).append(ds)
+        """Keep ``ds`` under its (task, preset); with recorded spaces, the datasets of one key
+        must share their space (else the same indices would mean other configs)."""
+        from tune_gym.datasets import DatasetError, space_fingerprint
+
+        same = self.loaded.setdefault((ds.task.uri, ds.preset), [])
+        if self.spaces == "recorded" and same and space_fingerprint(same[0].space) != space_fingerprint(ds.space):
+            raise DatasetError(f"{self.who}: {ds.source} and {same[0].source} hold {ds.task.uri} (preset {ds.preset}) "
+                               "recorded under different knob spaces; serve one of them")
+        same.append(ds)
+
+    def _load(self, path: Path, task: Task | None = None, preset: str | None = None) -> Any:
+        """Load a dataset file, checked against the space :attr:`spaces` says."""
+        from tune_gym.datasets import load_dataset
+        from tune_gym.datasets.dataset import _task_of, read_footer
+        from tune_gym.datasets.spaces import recorded_space
+
+        if self.spaces == "task":
+            return load_dataset(path, KnobSpace.for_task(task, preset) if task is not None and preset else None)
+        footer = read_footer(path)
+        task = task or _task_of(footer, path)
+        return load_dataset(path, recorded_space(task, preset or footer["preset"], footer["fingerprint"]))
 
     def datasets(self, task: Task, preset: str) -> list[Any]:
         """The datasets of ``task``'s ``preset`` space (in catalog mode, on first use: the task's
@@ -75,7 +105,6 @@ class DataSource:
             self.sources.append(str(ds.source))
             self._add(ds)
         if key not in self.loaded and self.use_catalog:
-            from tune_gym.datasets import load_dataset
             from tune_gym.datasets.catalog import find_dataset, task_data_dirs
 
             entry = find_dataset(task, preset)
@@ -85,7 +114,7 @@ class DataSource:
                     f"{', '.join(map(str, task_data_dirs(task)))}; "
                     f"collect one with `tune-gym collect {task.uri} --preset {preset}` or pass dataset=")
             self.sources.append(str(entry.path))
-            self._add(load_dataset(entry.path, KnobSpace.for_task(task, preset)))
+            self._add(self._load(entry.path, task, preset))
         return self.loaded.get(key, [])
 
     def reference(self, task: Task, preset: str | None = None) -> Reference | None:

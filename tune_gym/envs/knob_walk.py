@@ -56,7 +56,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from tune_gym.features.task import TASK_FEATURE_DIM, task_features
+from tune_gym.features.task import TASK_FEATURE_DIM, TASK_FEATURE_HIGH, task_features
 from tune_gym.measure import resolve_backend
 from tune_gym.measure.base import Backend
 from tune_gym.options import check_float, check_int
@@ -65,9 +65,6 @@ from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["KnobWalkEnv", "walk"]
-
-#: Upper bound of the task-feature part of the observation (log2 of anything below 2**64).
-_TASK_FEATURE_HIGH = 64.0
 
 RewardFn = Callable[[np.ndarray], np.ndarray]
 
@@ -170,7 +167,7 @@ class KnobWalkEnv(gym.Env):
         k = self.space.n_knobs
         self.action_space = spaces.MultiDiscrete(np.full(k, 3, dtype=np.int64))
         low = np.zeros(k + TASK_FEATURE_DIM, dtype=np.float32)
-        high = np.concatenate([np.ones(k), np.full(TASK_FEATURE_DIM, _TASK_FEATURE_HIGH)]).astype(np.float32)
+        high = np.concatenate([np.ones(k), np.full(TASK_FEATURE_DIM, TASK_FEATURE_HIGH)]).astype(np.float32)
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
         self._task_features = task_features(self.task)
         self._predicted: dict[Config, float] = {}

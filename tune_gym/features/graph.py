@@ -99,7 +99,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from tune_gym.features.loops import ANNOTATIONS, Loop, LoopNest, extract_loops, loop_nest
+from tune_gym.features.loops import ANNOTATIONS, Loop, LoopNest, extract_loops, loop_nest, take_logs
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task
@@ -364,7 +364,7 @@ class GraphTemplate:
             if self.nesting and p.parent >= 0 and slot_of[p.parent] >= 0:
                 adj[1 + slot_of[p.parent], 1 + j] = 1.0
         x = np.asarray(values, dtype=np.float64)
-        nodes.flat[at] = np.sign(x) * np.log2(1.0 + np.abs(x))  # take_log, vectorized
+        nodes.flat[at] = take_logs(x)
         return nodes, adj, mask, slot_of.count(-1)
 
     def _columns(self) -> dict[str, int]:

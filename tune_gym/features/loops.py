@@ -58,7 +58,7 @@ import numpy as np
 from tune_gym.space import Config, KnobSpace
 
 __all__ = ["ANNOTATIONS", "CACHE_LIMIT", "NEST_CACHE", "Access", "Loop", "LoopNest", "extract_loops", "loop_nest",
-           "take_log"]
+           "take_log", "take_logs"]
 
 #: AutoTVM's ``AnnotationType`` order (``feature_visitor.h``), the loop-kind one-hot.
 ANNOTATIONS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
@@ -72,6 +72,11 @@ def take_log(x: float) -> float:
     """AutoTVM's ``take_log`` transform (touch_extractor.cc): ``log2(x + 1)``, negative ``x``
     to ``-log2(1 - x)``."""
     return -math.log2(1.0 - x) if x < 0 else math.log2(x + 1.0)
+
+
+def take_logs(x: np.ndarray) -> np.ndarray:
+    """:func:`take_log` of every element of an array (same shape and float dtype)."""
+    return np.sign(x) * np.log2(1.0 + np.abs(x))
 
 
 def _const(value: Any) -> int:

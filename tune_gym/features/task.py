@@ -14,7 +14,7 @@ import numpy as np
 if TYPE_CHECKING:
     from tune_gym.tasks.task import Task
 
-__all__ = ["TASK_FEATURE_DIM", "TASK_FEATURE_NAMES", "task_features"]
+__all__ = ["TASK_FEATURE_DIM", "TASK_FEATURE_HIGH", "TASK_FEATURE_NAMES", "task_features"]
 
 _OPS = ("conv2d_nchw", "depthwise_conv2d_nchw", "conv2d_transpose_nchw", "conv1d_ncw", "dense", "batch_matmul")
 #: Shape slots shared by all ops (missing ones are 0): batch, in channels / k, spatial h, w,
@@ -23,6 +23,8 @@ _SLOTS = ("b", "c", "h", "w", "k", "r", "s", "p", "m")
 TASK_FEATURE_NAMES = tuple(f"op={o}" for o in _OPS) + tuple(f"log2_{s}" for s in _SLOTS) + (
     "log2_flops", "is_gpu")
 TASK_FEATURE_DIM = len(TASK_FEATURE_NAMES)
+#: Upper bound of every task feature (they are one-hots, 0/1, or log2 of counts below 2**64).
+TASK_FEATURE_HIGH = 64.0
 
 
 def task_features(task: Task) -> np.ndarray:

@@ -38,7 +38,9 @@ def make_backend(name: str, **options: Any) -> Backend:
       record file(s), default the dataset catalog; ``fallback``: a backend answering configs
       the data does not hold, either an object or a backend id (``"surrogate"``: a
       :class:`SurrogateBackend` fitted on the same ``dataset``; ``"live"``: measure them);
-      ``fallback_options``: options of a fallback given by id (e.g. ``{"seed": 1}``).
+      ``fallback_options``: options of a fallback given by id (e.g. ``{"seed": 1}``);
+      ``spaces``: ``"task"`` (default) or ``"recorded"``, the space the data is checked
+      against (``"recorded"``: the one it was recorded under, without TVM).
     * ``surrogate``: an XGBoost model fitted on the data answers any config
       (:class:`SurrogateBackend`); options ``dataset`` (as for replay), ``seed`` (noise
       seed, default 0) and ``noise`` (default ``True``).
@@ -58,9 +60,9 @@ def make_backend(name: str, **options: Any) -> Backend:
     if name == "replay":
         from tune_gym.measure.replay import ReplayBackend
 
-        unknown = set(options) - {"dataset", "fallback", "fallback_options"}
+        unknown = set(options) - {"dataset", "fallback", "fallback_options", "spaces"}
         if unknown:
-            raise OptionError(f"replay backend_options are 'dataset', 'fallback' and 'fallback_options', "
+            raise OptionError(f"replay backend_options are 'dataset', 'fallback', 'fallback_options' and 'spaces', "
                               f"not {sorted(unknown)}")
         dataset, fallback = options.get("dataset"), options.get("fallback")
         fallback_options = options.get("fallback_options") or {}
@@ -78,7 +80,7 @@ def make_backend(name: str, **options: Any) -> Backend:
         elif fallback is not None and not is_backend(fallback):
             raise OptionError(f"replay fallback must be 'surrogate', 'live', a backend object or None, "
                               f"got {show(fallback)}")
-        return ReplayBackend(dataset, fallback=fallback)
+        return ReplayBackend(dataset, fallback=fallback, spaces=options.get("spaces", "task"))
     if name == "surrogate":
         from tune_gym.measure.surrogate import SurrogateBackend
 

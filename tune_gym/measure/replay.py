@@ -30,11 +30,13 @@ from tune_gym.measure.result import MeasureResult
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["ReplayBackend"]
+__all__ = ["ReplayBackend", "ReplayTable"]
 
 
-class _Table:
-    """The recorded results of one (task, preset), keyed for vectorised lookup."""
+class ReplayTable:
+    """The recorded results of one (task, preset), keyed for vectorised lookup: ``keys``, the
+    sorted mixed-radix keys (``config @ weights``) of the recorded configs, and ``results``, their
+    results in the same order."""
 
     def __init__(self, space: KnobSpace, datasets: Sequence[Any]) -> None:
         self.datasets = list(datasets)
@@ -73,16 +75,22 @@ class ReplayBackend:
             (the default) looks each task up in the dataset catalog.
         fallback: a backend that answers configs the data does not hold (a surrogate);
             ``None`` makes them an error.
+        spaces: which space the data is checked against: ``"task"`` (default), the task's
+            space today, built with TVM; ``"recorded"``, the space each dataset was recorded
+            under, rebuilt from its stored description without TVM
+            (:mod:`tune_gym.datasets.spaces`). With ``"recorded"``, :meth:`recorded_space` gives
+            that space, and ``Tune-v0`` uses it (it then observes ``knobs``: such a space has no
+            schedules to encode).
     """
 
     name = "replay"
 
-    def __init__(self, dataset: Any = None, fallback: Any = None) -> None:
+    def __init__(self, dataset: Any = None, fallback: Any = None, spaces: str = "task") -> None:
         from tune_gym.datasets.source import DataSource
 
         self.fallback = fallback
-        self.data = DataSource(dataset, "replay")
-        self._tables: dict[tuple[str, str], _Table] = {}
+        self.data = DataSource(dataset, "replay", spaces)
+        self._tables: dict[tuple[str, str], ReplayTable] = {}
 
     @property
     def sources(self) -> list[str]:
@@ -93,11 +101,20 @@ class ReplayBackend:
         on first use when the backend was made without data)."""
         return self.data.datasets(task, preset)
 
-    def _table(self, task: Task, space: KnobSpace) -> _Table:
+    def recorded_space(self, task: Task, preset: str) -> KnobSpace | None:
+        """With ``spaces="recorded"``, the space ``task``'s ``preset`` data was recorded under
+        (loading the data); ``None`` otherwise, or when the data holds none of the task."""
+        if self.data.spaces != "recorded":
+            return None
+        datasets = self.datasets(task, preset)
+        return datasets[0].space if datasets else None
+
+    def table(self, task: Task, space: KnobSpace) -> ReplayTable:
+        """The recorded results of ``task``'s ``space``, keyed (built once, when first asked for)."""
         key = (task.uri, space.preset)
         table = self._tables.get(key)
         if table is None:
-            table = self._tables[key] = _Table(space, self.datasets(task, space.preset))
+            table = self._tables[key] = ReplayTable(space, self.datasets(task, space.preset))
         return table
 
     def tasks(self) -> dict[tuple[str, str], int]:
@@ -111,12 +128,20 @@ class ReplayBackend:
 
     def covers(self, task: Task, space: KnobSpace) -> bool:
         """True when every config of the space is recorded (an exhaustive dataset)."""
-        return len(self._table(task, space).keys) >= space.size
+        return len(self.table(task, space).keys) >= space.size
+
+    def optimum(self, task: Task, space: KnobSpace) -> float | None:
+        """The best recorded GFLOPS of the space when the data covers it (:meth:`covers`): the
+        task's optimum; ``None`` when the data is not exhaustive or no config of it ran."""
+        if not self.covers(task, space):
+            return None
+        best = max((r.gflops for r in self.table(task, space).results if r.ok), default=0.0)
+        return best if best > 0 else None
 
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
         if not len(configs):
             return []
-        table = self._table(task, space)
+        table = self.table(task, space)
         out, missing = table.lookup(configs)
         if missing.size:
             missing = self._answer_excluded(task, space, configs, missing, out)
