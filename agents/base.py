@@ -99,7 +99,7 @@ _MODULES: dict[str, str] = {
     "random": "agents.random", "grid": "agents.grid", "ga": "agents.ga", "xgb-sa": "agents.xgb_sa",
     "xgb-sa-transfer": "agents.xgb_sa", "contextual-sa": "agents.contextual_sa", "batch-bo": "agents.batch_bo",
     "presample": "agents.presample", "rl-ppo": "agents.rl", "tlp-sa": "agents.tlp_sa", "one-shot": "agents.one_shot",
-    "meta-bo": "agents.meta_bo",
+    "meta-bo": "agents.meta_bo", "metaschedule": "agents.metaschedule",
 }
 _UNAVAILABLE: dict[str, str] = {}  # id -> why its module could not be imported
 

@@ -62,7 +62,8 @@ class XGBSAAgent(ModelGuidedAgent):
         eps: random share of each plan (AutoTVM: the last ``int(0.05 * plan_size)``).
         features: ``"knob"`` (default: cost, see the module docstring), ``"itervar"``
             (AutoTVM's default, :mod:`agents.models.itervar`) or ``"loop"`` (MetaSchedule's
-            per-store features, about as slow as itervar).
+            per-store features summed over stores, what the ``metaschedule`` agent's model
+            reads; about as slow as itervar: ``python -m benchmarks.feature_cost``).
         loss: ``"rank"`` (AutoTVM's default ``loss_type``) or ``"reg"``.
         num_rounds: fixed boosting rounds without early stopping (for quick tests); ``None``
             (default) trains as AutoTVM, up to ``max_rounds`` with early stopping.

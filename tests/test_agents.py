@@ -30,6 +30,8 @@ FAST = {
     "tlp-sa": {"plan_size": 8, "sa_points": 16, "sa_steps": 20, "fine_tune_epochs": 2},
     "one-shot": {"sa_points": 32, "sa_steps": 10},
     "meta-bo": {"plan_size": 8, "pool_size": 32, "sa_points": 8, "sa_steps": 4, "shortlist": 16, "mc_samples": 32},
+    "metaschedule": {"plan_size": 8, "population_size": 16, "init_min_unmeasured": 4, "genetic_num_iters": 1,
+                     "num_warmup_samples": 8},
 }
 #: Agents whose pretrained model covers only some ops (they refuse the others with an error).
 CONV_ONLY = {"one-shot"}

@@ -500,7 +500,7 @@ def test_leaderboard_refuses_a_runtime_kind_in_workers(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("agent_id, options", [
     ("tlp-sa", {}), ("meta-bo", {}), ("one-shot", {}), ("xgb-sa", {"features": "itervar"}),
-    ("xgb-sa", {"features": "loop"}), ("xgb-sa-transfer", {"features": "itervar"}),
+    ("xgb-sa", {"features": "loop"}), ("xgb-sa-transfer", {"features": "itervar"}), ("metaschedule", {}),
 ])
 def test_agents_that_read_programs_decline_a_kind_without_schedules(agent_id: str, options: dict[str, Any]) -> None:
     from agents.base import NotApplicable, make_agent

@@ -121,6 +121,34 @@ def test_schedule_applies_decisions(conv_space):
     assert conv_space.is_valid(cfg)
 
 
+def test_config_of_trace_inverts_trace(conv_space):
+    from tune_gym._tvm import tvm
+
+    assert "compute_at_pad_temp" in conv_space.names  # a knob whose valid choices depend on the tiles
+    for cfg in conv_space.sample(np.random.default_rng(0), 40):
+        assert conv_space.config_of_trace(conv_space.trace(cfg)) == cfg
+        sch, _ = conv_space.apply(cfg)  # replayed and postprocessed: a location may have moved
+        back = conv_space.config_of_trace(sch.trace)
+        tvm().ir.assert_structural_equal(conv_space.to_schedule(back).mod, conv_space.to_schedule(cfg).mod)
+
+
+def test_design_space_holds_the_sketches(conv_space):
+    design = conv_space.design_space()
+    assert len(design) == conv_space.n_sketches
+    assert [conv_space.sketch_of(conv_space.config_of_trace(sch.trace)) for sch in design] == list(
+        range(conv_space.n_sketches))
+
+
+def test_config_of_trace_refuses_other_traces(conv_space, dense_space):
+    trace = dense_space.trace(dense_space.config(0))
+    with pytest.raises(SpaceError, match="the trace is not one of the space's 3 sketches"):
+        conv_space.config_of_trace(trace)
+    inst = next(i for i in trace.insts if i.kind.name == "SamplePerfectTile")
+    odd = trace.with_decision(inst, [1, 1], remove_postproc=True)  # factors of another extent
+    with pytest.raises(SpaceError, match="knob 'tile_i0': decision \\[1, 1\\] is not one of its"):
+        dense_space.config_of_trace(odd)
+
+
 def test_cuda_validity_without_gpu():
     space = KnobSpace.for_task(Task.parse("resnet18:1@cuda"), "full")
     rng = np.random.default_rng(0)

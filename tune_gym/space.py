@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
@@ -576,6 +577,83 @@ class KnobSpace:
                 config[k] if knob.kind == "categorical" else value)
         return self._tvm.s_tir.schedule.Trace(base.insts, decisions)
 
+    def config_of_trace(self, trace: Any) -> Config:
+        """The config whose decisions a trace of one of this space's sketches holds: the
+        inverse of :meth:`trace`.
+
+        The trace must start with one sketch's instructions (postprocessing may follow), and
+        each of its tile and categorical decisions must be one of its knob's choices. Traces
+        replayed or mutated from :meth:`design_space` by MetaSchedule (its search strategies
+        and mutators: tile sizes, unroll steps, compute locations, thread bindings) qualify,
+        postprocessed or not; a mutation of something that is not a knob (``MutateParallel``'s
+        parallel extent, a constant of the sketch) does not.
+
+        Compute locations: which loops a block may be computed at depends on the tiles, and a
+        ``compute_at`` knob's choices are the locations valid with the sketch's own tiles;
+        replaying a location that is not valid takes the valid one before it (see
+        :meth:`_compute_locations`). A decision maps to the knob's first choice at or after it
+        (its last choice when none is). So ``config_of_trace(to_schedule(c).trace)`` replays
+        to the same program as ``c``; a location MetaSchedule sampled for other tiles replays to
+        the same location unless a valid one lies between it and that choice (then to that
+        deeper one: no config of the space holds the sampled location).
+
+        Raises:
+            SpaceError: the trace is no sketch of this space, or a tile or categorical decision
+                is not one of its knob's choices (naming the knob).
+        """
+        insts = list(trace.insts)
+        new_trace = self._tvm.s_tir.schedule.Trace
+        sketch = next((s for s, n, sig in self._sketch_signatures
+                       if len(insts) >= n and _signature(new_trace, insts[:n]) == sig), None)
+        if sketch is None:
+            raise SpaceError(f"{self.task.uri}: the trace is not one of the space's {self.n_sketches} sketches")
+        n = len(self._traces[sketch].insts)
+        decisions = trace.decisions
+        sampled = [decisions[inst] for inst in insts[:n] if inst in decisions]
+        out = [0] * self.n_knobs
+        if self.n_sketches > 1:
+            out[0] = sketch
+        for (k, _), decision in zip(self._sketch_knobs[sketch], sampled, strict=True):
+            knob = self.knobs[k]
+            value = [int(x) for x in decision] if knob.kind == "split" else int(decision)
+            if knob.kind == "categorical":  # the decision is the candidate's index
+                index = int(decision)
+            elif knob.kind == "compute_at":  # choices are sorted
+                index = min(bisect.bisect_left(knob.choices, value), len(knob) - 1)
+            else:
+                index = self._choice_index[k].get(tuple(value), -1)  # type: ignore[arg-type]
+            if not 0 <= index < len(knob):
+                raise SpaceError(f"{self.task.uri}: knob {knob.name!r}: decision {value} is not one of its "
+                                 f"{len(knob)} choices")
+            out[k] = index
+        return tuple(out)
+
+    @functools.cached_property
+    def _sketch_signatures(self) -> list[tuple[int, int, str]]:
+        """``(sketch, number of instructions, signature)`` (:func:`_signature`) of each sketch,
+        the longest first (so a sketch that begins with another sketch's instructions is tried
+        before that one)."""
+        new_trace = self._tvm.s_tir.schedule.Trace
+        out = [(s, len(t.insts), _signature(new_trace, t.insts)) for s, t in enumerate(self._traces)]
+        return sorted(out, key=lambda row: -row[1])
+
+    @functools.cached_property
+    def _choice_index(self) -> list[dict[Any, int]]:
+        """Per knob, ``{choice: index}``."""
+        return [{c: i for i, c in enumerate(knob.choices)} for knob in self.knobs]
+
+    def design_space(self) -> list[Any]:
+        """The sketches as a MetaSchedule design space: one ``tvm.s_tir.Schedule`` per sketch,
+        in sketch order, whose trace is the sketch's (with the decisions MetaSchedule drew when
+        it generated the space). What a MetaSchedule search strategy's ``pre_tuning`` takes;
+        :meth:`config_of_trace` maps the traces it derives from them back to configs."""
+        out = []
+        for trace in self._traces:
+            sch = self._tvm.s_tir.Schedule(self.mod)
+            trace.apply_to_schedule(sch, remove_postproc=True)
+            out.append(sch)
+        return out
+
     def to_schedule(self, config: Config, check: bool = True) -> Any:
         """A ``tvm.s_tir.Schedule`` with the config applied (before postprocessing)."""
         sch = self._tvm.s_tir.Schedule(self.mod)
@@ -655,6 +733,12 @@ class ScheduleFreeSpace(KnobSpace):
     def to_schedule(self, config: Config, check: bool = True) -> Any:
         raise self._no_schedule("schedule")
 
+    def config_of_trace(self, trace: Any) -> Config:
+        raise self._no_schedule("trace")
+
+    def design_space(self) -> list[Any]:
+        raise self._no_schedule("design space")
+
     def apply(self, config: Config, check: bool = True) -> tuple[Any | None, str]:
         raise self._no_schedule("schedule")
 
@@ -716,6 +800,13 @@ def _annotate_preproc_as_stored(sch: Any) -> None:
             if value is not None and type(value) is not int:
                 sch.unannotate(rv, LAYOUT_REWRITE_PREPROC)
                 sch.annotate(rv, LAYOUT_REWRITE_PREPROC, 1)
+
+
+def _signature(trace_type: Any, insts: Sequence[Any]) -> str:
+    """What identifies a sketch's instructions whatever their decisions: the instructions
+    printed without decisions (kinds, attributes, constants, and which earlier result each
+    input is, e.g. which loop a cache stage is computed at)."""
+    return str(trace_type(list(insts), {}))
 
 
 def _count_loops(mod: Any) -> int:
