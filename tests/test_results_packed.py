@@ -117,7 +117,7 @@ def _odd_runs(run: dict[str, Any]) -> list[dict[str, Any]]:
     return odd
 
 
-def test_odd_values_pack_losslessly_and_plain_ones_stay_in_their_columns(real, tmp_path):
+def test_odd_values_pack_losslessly_and_plain_ones_stay_in_their_columns(real, tmp_path, monkeypatch):
     runs = [json.loads(t) for t in real[1:3]]
     odd = _odd_runs(runs[0])
     table = P.encode([*runs, *odd])
@@ -126,7 +126,8 @@ def test_odd_values_pack_losslessly_and_plain_ones_stay_in_their_columns(real, t
     verbatim = table.column("verbatim").to_pylist()
     assert verbatim[:2] == [None, None]
     assert json.loads(verbatim[2 + 1]) == {"gflops": odd[1]["gflops"]}  # only the odd field is kept as JSON
-    # the same through a journal, a pack, the packed file and an unpack
+    # the same through a journal, a pack (4 runs at a time), the packed file and an unpack
+    monkeypatch.setattr(P, "CHUNK", 4)
     texts = [real[0], *(P.line_text(r) for r in [*runs, *odd])]
     _journal(tmp_path / "odd.jsonl", texts)
     pack_results(tmp_path / "odd.jsonl")

@@ -388,7 +388,7 @@ def _pack(path: Path, appender: JsonlAppender) -> int:
     updates = [(rows + sum(1 for r in runs if r.lineno < v.lineno), v.line) for v in scan.versions[1:]
                if v.source == journal]  # each after the runs before it
     if old is None or runs or updates:
-        table = P.encode([r.obj for r in runs], [r.text for r in runs])
+        table = P.encode([r.obj for r in runs])
         P.write_packed(packed_path, scan.versions[0].line, [*(old.updates if old else []), *updates],
                        P.concat(old.table, table) if old is not None else table)
     appender.clear()
