@@ -3,7 +3,7 @@ live tuning run of a ResNet-18 conv2d on this CPU compared with PyTorch (timed o
 host: on a busy one the run goes on without the comparison and says why).
 
 1. ``tune-gym bench --suite quick`` (every registered agent, two exhaustively measured
-   ResNet-18 layers, 3 seeds, replay): results in ``runs/demo/quick.jsonl``, the leaderboard
+   ResNet-18 layers, 3 seeds, replay): results in ``runs/demo/quick.parquet``, the leaderboard
    in ``runs/demo/LEADERBOARD.md`` (printed), plots beside the results.
 2. A live run of AutoTVM's method (``xgb-sa``) on ``resnet18:1``: records in
    ``runs/demo/records.jsonl``, ``runs/demo/best_so_far.png`` and a MetaSchedule database of
@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"== quick suite: {len(suite.agents)} agents x {len(suite.tasks)} tasks x {suite.seeds} seeds on "
               f"replayed measurements ({args.jobs} processes)", flush=True)
         start = time.perf_counter()
-        run_suite(suite, out / "quick.jsonl", jobs=args.jobs)
-        board = write_leaderboard(out / "quick.jsonl", out / "LEADERBOARD.md", command="make demo")
+        run_suite(suite, out / "quick.parquet", jobs=args.jobs)
+        board = write_leaderboard(out / "quick.parquet", out / "LEADERBOARD.md", command="make demo")
         text = board.read_text(encoding="utf-8")
         table = [ln for ln in text.splitlines() if ln.startswith("|")]
         print("\n".join(table[: 2 + len(suite.agents)]))

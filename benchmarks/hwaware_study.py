@@ -4,7 +4,7 @@ against the valid share of its training data (METHODS.md section 5).
 Usage::
 
     tune-gym bench --suite vta --jobs 1 [--seeds 20] [--agents random,xgb-sa,presample]
-    python -m benchmarks.hwaware_study [--results benchmarks/results/leaderboard/vta.jsonl]
+    python -m benchmarks.hwaware_study [--results benchmarks/results/leaderboard/vta.parquet]
         [--out benchmarks/results/vta] [--part all|tuning|model] [--repeats 10] [--train 50]
 
 **Part 1, tuning** (the paper's Section V-B, Figure 5), from a results file of the ``vta`` suite
@@ -60,7 +60,7 @@ import numpy as np
 
 __all__ = ["PAPER", "model_metrics", "model_study", "spread", "trials_to_best", "tuning_study"]
 
-RESULTS = Path("benchmarks/results/leaderboard/vta.jsonl")
+RESULTS = Path("benchmarks/results/leaderboard/vta.parquet")
 OUT = Path(__file__).parent / "results" / "vta"
 #: The paper's headline numbers (Section V-B): presample / AutoTVM, mean over the 13 layers, and
 #: the two per-layer ratios it quotes.

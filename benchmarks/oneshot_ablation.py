@@ -1,7 +1,7 @@
 """One-Shot Tuner's data ablations: how the training data's tasks and configs shape the predictor.
 
     tune-gym bench --suite oneshot_ablation --leaderboard benchmarks/results/oneshot_ablation/LEADERBOARD.md
-    python -m benchmarks.oneshot_ablation benchmarks/results/leaderboard/oneshot_ablation.jsonl
+    python -m benchmarks.oneshot_ablation benchmarks/results/leaderboard/oneshot_ablation.parquet
 
 The suite ``benchmarks/suites/oneshot_ablation.toml`` runs ``one-shot`` with predictors trained on
 different data (its variants' ``checkpoint`` options: ``scripts/collect_pgs.py --sampler pgs|uniform``

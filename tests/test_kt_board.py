@@ -22,8 +22,9 @@ from kt_toy_space import ToySpace, write_toy_space
 from benchmarks.external.kernel_tuner_runs import STRATEGIES, run_strategy
 from benchmarks.leaderboard import kt_entries
 from benchmarks.leaderboard import metrics as M
+from benchmarks.leaderboard.packed import line_text
 from benchmarks.leaderboard.report import compute
-from benchmarks.leaderboard.results import read_results
+from benchmarks.leaderboard.results import read_results, results_lines
 from benchmarks.leaderboard.suite import SuiteError, load_suite
 from benchmarks.leaderboard.validate import validate
 from tune_gym.cli import main
@@ -76,7 +77,8 @@ def bench(toy: tuple[ToySpace, str], tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines()
+    """The results' lines as one JSON Lines file holds them (the bench packs its results)."""
+    return [line_text(obj) for obj in results_lines(path)]
 
 
 def _write(folder: Path, lines: list[str], name: str) -> Path:

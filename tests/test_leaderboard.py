@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from agents.base import Agent, NotApplicable, register
+from benchmarks.leaderboard.packed import line_text
 from benchmarks.leaderboard.report import compute, write_leaderboard
-from benchmarks.leaderboard.results import ResultsError, read_results
+from benchmarks.leaderboard.results import ResultsError, read_results, results_lines
 from benchmarks.leaderboard.runner import run_suite
 from benchmarks.leaderboard.suite import SuiteError, list_suites, load_suite
 from benchmarks.leaderboard.validate import validate
@@ -103,7 +104,7 @@ def test_validate_catches_a_tampered_number_and_a_swapped_config(suite_file, tmp
     suite_file.write_text(SUITE.replace("seeds = 4", "seeds = 1"))  # a complete file: every run of its suite
     out = tmp_path / "results.jsonl"
     run_suite(load_suite(suite_file), out, progress=False)
-    lines = out.read_text().splitlines()
+    lines = [line_text(obj) for obj in results_lines(out)]
     run = json.loads(lines[1])
     bumped = [math.nextafter(g, math.inf) for g in run["gflops"]]  # another CPU's last bit
     last_bit = dict(run, gflops=bumped, best_gflops=max(bumped))

@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents.base import Agent, NotApplicable, register
+from benchmarks.leaderboard.packed import line_text
 from benchmarks.leaderboard.report import compute
-from benchmarks.leaderboard.results import ResultsError, ResultsFile, read_results, scan_results
+from benchmarks.leaderboard.results import ResultsError, ResultsFile, read_results, results_lines, scan_results
 from benchmarks.leaderboard.runner import run_suite
 from benchmarks.leaderboard.suite import RunSpec, Suite, load_suite
 from benchmarks.leaderboard.validate import _Checker, validate
@@ -91,7 +92,7 @@ def bench(data_dir, tmp_path_factory):
     (folder / "tiny.toml").write_text(SUITE)
     out = folder / "results.jsonl"
     run_suite(load_suite(folder / "tiny.toml"), out, progress=False)
-    yield out, out.read_text().splitlines()
+    yield out, [line_text(obj) for obj in results_lines(out)]  # packed by the bench: its lines as JSONL
     mp.undo()
 
 
@@ -461,7 +462,7 @@ def test_any_change_to_a_confirmed_field_fails_without_crashing(env, tmp_path, f
 def test_a_grown_suite_keeps_earlier_runs_as_stale_and_an_unknown_run_is_extra(env, tmp_path):
     out, lines = env
     path = tmp_path / "grown.jsonl"
-    path.write_text(out.read_text())
+    path.write_text("\n".join(lines) + "\n")
     smaller = tmp_path / "smaller.toml"
     smaller.write_text(SUITE.replace(', "test-validate-stops"', ""))
     run_suite(load_suite(smaller), path, progress=False)  # nothing to run: a suite_update line

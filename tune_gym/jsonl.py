@@ -9,7 +9,8 @@ at any moment loses at most the batch being written, and what it leaves behind i
 torn (truncated) last line. The next appender, holding the lock (so no writer is mid-line),
 cuts that line off with a warning before it writes; a last line that is a complete value and
 lacks only its newline is kept, and any other unterminated last line is left for readers to
-report, with the new lines starting on a fresh line after it.
+report, with the new lines starting on a fresh line after it. :meth:`JsonlAppender.clear` empties
+the file under the lock, for a journal whose lines were moved elsewhere (fsynced there first).
 
 Locking: an appender holds an exclusive advisory lock, ``fcntl.flock(LOCK_EX | LOCK_NB)``, on
 the file itself for as long as it is open, so a second appender of the same file (another
@@ -250,6 +251,15 @@ class JsonlAppender:
         data = memoryview((("\n" if self._needs_newline else "") + text).encode("utf-8"))
         while data:
             data = data[os.write(self._fd, data):]
+        os.fsync(self._fd)
+        self._needs_newline = False
+
+    def clear(self) -> None:
+        """Empty the file, the lock still held, and flush that to disk (what it held is
+        elsewhere by then: e.g. packed into another file)."""
+        if self._fd is None:
+            raise ValueError(f"JsonlAppender({self.path}) is closed")
+        os.ftruncate(self._fd, 0)
         os.fsync(self._fd)
         self._needs_newline = False
 

@@ -1,8 +1,13 @@
-"""The leaderboard commands of ``tune-gym``: ``bench``, ``leaderboard`` and ``validate``.
+"""The leaderboard commands of ``tune-gym``: ``bench``, ``leaderboard``, ``validate`` and ``results``.
 
     tune-gym bench --suite quick [--jobs N] [--seeds S] [--agents a,b] [--out FILE] [--ray ADDRESS]
     tune-gym leaderboard [RESULTS] [--out LEADERBOARD.md]
     tune-gym validate RESULTS [--rerun N]
+    tune-gym results pack RESULTS...          move the journals' runs into the packed files
+    tune-gym results unpack RESULTS OUT.jsonl  every line, as one JSON Lines file
+
+RESULTS names results by their packed file ``X.parquet`` or their journal ``X.jsonl``
+(:mod:`benchmarks.leaderboard.results`).
 
 Registered through the ``tune_gym.cli`` entry-point group (pyproject.toml).
 """
@@ -21,7 +26,7 @@ RESULTS_DIR = Path("benchmarks/results/leaderboard")
 
 
 def _default_results(suite: str) -> Path:
-    return RESULTS_DIR / f"{Path(suite).stem}.jsonl"
+    return RESULTS_DIR / f"{Path(suite).stem}.parquet"
 
 
 def _default_leaderboard(results: Path) -> Path:
@@ -93,6 +98,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_results(args: argparse.Namespace) -> int:
+    from benchmarks.leaderboard.results import pack_results, results_paths, unpack_results
+
+    if args.action == "pack":
+        for path in args.results:
+            moved = pack_results(path)
+            print(f"{results_paths(path)[0]}: {moved} runs moved from the journal")
+        return 0
+    runs = unpack_results(args.results[0], args.out)
+    print(f"{args.out}: {runs} runs")
+    return 0
+
+
 def register(sub: Any) -> None:
     from benchmarks.leaderboard.suite import list_suites
 
@@ -101,7 +119,8 @@ def register(sub: Any) -> None:
     p.add_argument("--jobs", type=int, default=1, help="parallel worker processes")
     p.add_argument("--seeds", metavar="N", help="run the first N seeds of the suite (default: all of them)")
     p.add_argument("--agents", help="comma-separated agent ids (default: the suite's)")
-    p.add_argument("--out", type=Path, help="results file (default benchmarks/results/leaderboard/SUITE.jsonl)")
+    p.add_argument("--out", type=Path, help="results: X.parquet, or its journal X.jsonl "
+                                            "(default benchmarks/results/leaderboard/SUITE.parquet)")
     p.add_argument("--ray", metavar="ADDRESS", help="dispatch runs to a Ray cluster ('auto', 'local', ray://...)")
     p.add_argument("--leaderboard", type=Path,
                    help="markdown file to write (default: LEADERBOARD.md for the standard suite, else RESULTS.md)")
@@ -121,3 +140,14 @@ def register(sub: Any) -> None:
                    help="runs re-executed from their seeds, drawn at random with the file's content as seed "
                         "(runs its agent ended early are re-run besides)")
     p.set_defaults(fn=cmd_validate)
+
+    p = sub.add_parser("results", help="pack results (their journal into the Parquet file) or unpack them to JSONL")
+    rsub = p.add_subparsers(dest="action", required=True)
+    q = rsub.add_parser("pack", help="move the runs of the results' journals (X.jsonl) into their packed files "
+                                     "(X.parquet)")
+    q.add_argument("results", type=Path, nargs="+")
+    q.set_defaults(fn=cmd_results)
+    q = rsub.add_parser("unpack", help="write every line of the results, in order, to a new JSON Lines file")
+    q.add_argument("results", type=Path, nargs=1)
+    q.add_argument("out", type=Path)
+    q.set_defaults(fn=cmd_results)

@@ -4,7 +4,7 @@ Such tasks (``kt``) state a nominal FLOP count (:attr:`tune_gym.external.task.KT
 their "GFLOPS" are a constant over the kernel's time, not its work, so this section shows times
 (ms) and the random-relative score P, never GFLOPS.
 :func:`benchmarks.leaderboard.report.write_leaderboard` writes it for every suite whose tasks
-all state nominal FLOPs: ``tune-gym leaderboard benchmarks/results/leaderboard/external.jsonl``
+all state nominal FLOPs: ``tune-gym leaderboard benchmarks/results/leaderboard/external.parquet``
 writes ``external.md`` (:data:`SECTION_FILE`) and its plot into ``external/`` beside it, and the
 standard leaderboard (``LEADERBOARD.md``) includes that file as a section of its own
 (:func:`included_section`), its plot's link made relative to ``LEADERBOARD.md``.
@@ -46,7 +46,7 @@ __all__ = ["DEVICES", "SECTION_FILE", "applies", "entry_rows", "included_section
 #: Device columns in this order (the FAIR Benchmark Hub's GPUs); other devices follow, sorted.
 DEVICES = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
 #: Where the external suite's section is written by default (``tune-gym leaderboard`` of
-#: ``benchmarks/results/leaderboard/external.jsonl``), and read from by the standard leaderboard.
+#: ``benchmarks/results/leaderboard/external.parquet``), and read from by the standard leaderboard.
 SECTION_FILE = Path(__file__).resolve().parents[1] / "results" / "leaderboard" / "external.md"
 _FRACTIONS = np.linspace(0.0, 1.0, 50)  # the plot's common axis: fraction of each task's budget
 _Y_FLOOR = -1.0  # the plot's lowest P

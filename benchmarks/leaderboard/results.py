@@ -1,118 +1,254 @@
-"""Results files: one JSON line per benchmark run, after a header naming the suite.
+"""Results files: every run of a benchmark suite, as a JSON Lines journal and a packed Parquet file.
 
-The header (first line) holds the format version, the suite (its digest and contents)
-and the host; when the suite changes (more tasks, agents, seeds), a ``suite_update`` line
-records the new one and the earlier runs stay (runs are named by their spec). Every other
-line is one run (:func:`runner.run_one`):
-its spec, every config the agent proposed in order with its GFLOPS, error and simulated
-clock, the best GFLOPS, why the run ended (``ended``: the budget, the space, or the agent
-stopping), the agent's compute seconds and the identity of the data that answered (dataset
-file and checksum). Lines are appended with one ``write`` and fsynced under the file's lock
-(:mod:`tune_gym.jsonl`), so a killed benchmark leaves at most a torn last line, which readers
-skip and the next writer cuts off before it appends.
-``tune-gym validate`` (:mod:`.validate`) replays every line against its data; to it, a torn
-line is a failure (the file is not what its runs wrote): resume the benchmark, which cuts it
-off and runs that run again.
+Results are named by a path ``X.parquet`` (``X.jsonl`` names the same results) and held in two files:
+
+* ``X.jsonl``, the **journal**, where a running benchmark appends each run as it ends. One
+  JSON object per line: the header (first line) holds the format version, the suite (its
+  digest and contents) and the host; when the suite changes (more tasks, agents, seeds), a
+  ``suite_update`` line records the new one and the earlier runs stay (runs are named by
+  their spec). Every other line is one run (:func:`runner.run_one`): its spec, every config
+  the agent proposed in order with its GFLOPS, error and simulated clock, the best GFLOPS,
+  why the run ended (``ended``: the budget, the space, or the agent stopping), the agent's
+  compute seconds and the identity of the data that answered (dataset file and checksum).
+  Lines are appended with one ``write`` and fsynced under the journal's lock
+  (:mod:`tune_gym.jsonl`), so a killed benchmark leaves at most a torn last line, which
+  readers skip and the next writer cuts off before it appends.
+* ``X.parquet``, the **packed** runs (:mod:`.packed`): the same lines, one row per run,
+  columnar and compressed (about a tenth of the journal's size or less), given back exactly as
+  the journal held them. This is the file the repository keeps.
+
+**Packing** (:func:`pack_results`, ``tune-gym results pack X``; ``tune-gym bench`` packs when
+its runs are done) moves the journal's lines into the packed file, holding the journal's
+lock: it writes the packed file anew (a temp file, fsynced, renamed over ``X.parquet``) and
+then empties the journal. A reader reads the journal first, then the packed file, and drops
+a journal line the packed file already holds (the same text), so a pack killed at any point
+loses nothing and counts nothing twice: until the rename the journal holds the new runs,
+after it both files do until the journal is emptied. The next benchmark to append writes
+the packed file's header as the journal's first line again. Packing refuses a journal with
+a corrupt line (it would be lost). :func:`results_lines` gives every line in order, as
+``tune-gym results unpack X OUT.jsonl`` writes them.
+
+Line numbers: a journal line is named by its line in the journal; a packed one by the line
+it has in the results as one JSON Lines file (the header is line 1, then the suite updates
+and runs in their order, as ``unpack`` writes them), so a converted file keeps its numbers.
+
+``tune-gym validate`` (:mod:`.validate`) replays every run against its data; to it, a torn
+line is a failure (the journal is not what its runs wrote): resume the benchmark, which cuts
+it off and runs that run again.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.leaderboard import packed as P
 from benchmarks.leaderboard.suite import Suite, SuiteError
 from tune_gym.jsonl import JsonlAppender, scan_jsonl
 
 __all__ = ["RESULTS_FORMAT", "RESULTS_VERSION", "ResultsError", "ResultsFile", "ResultsScan", "RunLine", "SuiteVersion",
-           "read_results", "scan_results"]
+           "pack_results", "read_results", "results_lines", "results_paths", "scan_results", "unpack_results"]
 
 RESULTS_FORMAT = "tune_gym-bench-results"
 RESULTS_VERSION = 1
 
 
 class ResultsError(ValueError):
-    """A results file that cannot be read or resumed."""
+    """Results that cannot be read, resumed or packed."""
 
 
 @dataclass
 class RunLine:
-    """A run line of a results file: its 1-based line number, its text and its object."""
+    """A run of a results file: its line number in ``source`` (the journal or the packed file,
+    see the module docstring) and its object; ``text`` is the object as the journal's JSON."""
 
     lineno: int
-    text: str
     obj: dict[str, Any]
+    source: Path
+
+    @functools.cached_property
+    def text(self) -> str:
+        return P.line_text(self.obj)
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.lineno}"
 
 
 @dataclass
 class SuiteVersion:
-    """A suite recorded in a results file (the header's, or a later ``suite_update`` line's)."""
+    """A suite recorded in a results file (the header's, or a later ``suite_update`` line's),
+    with the line that records it and where that line is."""
 
     lineno: int
     suite: dict[str, Any]
     digest: str
+    source: Path
+    line: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.lineno}"
 
 
 @dataclass
 class ResultsScan:
-    """Everything a results file holds, line by line (:func:`scan_results`).
+    """Everything a results file holds, its packed lines then its journal's (:func:`scan_results`).
 
-    ``header`` carries the suite as it is now (the last version); ``bad`` lists the lines
-    that are not a run line (``(line number, why, torn)``, ``torn`` when the text is not JSON
-    at all, as a killed writer leaves it)."""
+    ``header`` carries the suite as it is now (the last version); ``versions[0].line`` is the
+    header line as written. ``bad`` lists the journal's lines that are not a run line
+    (``(line number, why, torn)``, ``torn`` when the text is not JSON at all, as a killed
+    writer leaves it). ``packed`` is the packed file as read, when there is one."""
 
     path: Path
+    journal: Path
     header: dict[str, Any]
     versions: list[SuiteVersion]
     runs: list[RunLine]
     bad: list[tuple[int, str, bool]] = field(default_factory=list)
+    packed: P.Packed | None = None
 
 
-def scan_results(path: str | Path) -> ResultsScan:
-    """Read every line of a results file; ResultsError names a missing or malformed header.
-
-    A line that is not JSON, or JSON but not an object, is listed in :attr:`ResultsScan.bad`
-    rather than raised, so a reader decides what it tolerates."""
+def results_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """``(packed file, journal)`` of the results named ``path``: ``X.parquet`` and ``X.jsonl``
+    for either name. ResultsError for another suffix."""
     path = Path(path)
-    if not path.is_file():
+    if path.suffix not in (".parquet", ".jsonl"):
+        raise ResultsError(f"results {path}: name them by their packed file (.parquet) or their journal (.jsonl)")
+    return path.with_suffix(".parquet"), path.with_suffix(".jsonl")
+
+
+def scan_results(path: str | os.PathLike[str], verify: bool = False) -> ResultsScan:
+    """Read every line of the results named ``path``: the packed file's, then the journal's
+    (a journal line the packed file holds already is dropped, see the module docstring).
+
+    A journal line that is not JSON, or JSON but not an object, is listed in
+    :attr:`ResultsScan.bad` rather than raised, so a reader decides what it tolerates.
+    ``verify``: check the packed rows against their checksum (it reads every row once more).
+
+    Raises:
+        ResultsError: no such results, a missing or malformed header, a packed file that
+            cannot be read (or fails its seal or ``verify``), or a journal of other results
+            than the packed file's (another header).
+    """
+    packed_path, journal = results_paths(path)
+    # the journal first: a pack that runs meanwhile moves its lines to the packed file read next
+    lines = list(scan_jsonl(journal, error=ResultsError)) if journal.is_file() else []
+    packed = _read_packed(packed_path, verify) if packed_path.is_file() else None
+    if packed is None and not journal.is_file():
         raise ResultsError(f"results file {path} does not exist")
-    scan: ResultsScan | None = None
+    scan = _scan_packed(Path(path), journal, packed) if packed is not None else None
+    known = {r.obj["key"]: r for r in scan.runs} if scan is not None else {}
+    updates = {P.line_text(v.line) for v in scan.versions[1:]} if scan is not None else set()
+    expect_header = packed is not None  # a journal beside a packed file starts with that file's header
     bad: list[tuple[int, str, bool]] = []
-    for i, obj, why, torn in scan_jsonl(path, error=ResultsError):
+    for i, obj, why, torn in lines:
         if why is not None:
             bad.append((i, f"{why}: {'a torn line (a killed writer)' if torn else 'a corrupt line'}", torn))
-            continue
-        if not isinstance(obj, dict):
+        elif not isinstance(obj, dict):
             bad.append((i, f"a JSON {type(obj).__name__}, not an object", False))
         elif scan is None:
-            scan = ResultsScan(path, _header(obj, path, i), [], [], bad)
-            scan.versions.append(SuiteVersion(i, scan.header["suite"], scan.header["suite_digest"]))
+            scan = ResultsScan(Path(path), journal, _header(obj, journal, i), [], [], bad)
+            scan.versions.append(SuiteVersion(i, obj["suite"], obj["suite_digest"], journal, obj))
+        elif expect_header:
+            expect_header = False
+            if P.line_text(obj) != P.line_text(scan.versions[0].line):
+                raise ResultsError(f"{journal}:{i}: not the header of {packed_path}: the journal holds other "
+                                   "results than the packed file; move one of them away")
         elif "suite_update" in obj:  # the suite changed between sessions of this file
-            version = _suite_update(obj, scan.header, path, i)
-            scan.versions.append(version)
-            scan.header = {**scan.header, "suite": version.suite, "suite_digest": version.digest}
+            if P.line_text(obj) not in updates:  # else packed already
+                version = _suite_update(obj, scan.header, journal, i)
+                scan.versions.append(version)
+                scan.header = {**scan.header, "suite": version.suite, "suite_digest": version.digest}
         elif isinstance(obj.get("key"), str) and isinstance(obj.get("spec"), dict):
-            scan.runs.append(RunLine(i, json.dumps(obj), obj))
+            run = RunLine(i, obj, journal)
+            if obj["key"] not in known or known[obj["key"]].text != run.text:  # else packed already
+                scan.runs.append(run)
         else:
             bad.append((i, "a JSON object without a string 'key' and an object 'spec': not a run line", False))
     if scan is None:
-        raise ResultsError(f"{path} is empty" if not bad else f"{path}:{bad[0][0]}: no header line: {bad[0][1]}")
+        raise ResultsError(f"{journal} is empty" if not bad else f"{journal}:{bad[0][0]}: no header line: {bad[0][1]}")
+    scan.bad = bad
     return scan
 
 
-def read_results(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(header, run lines)`` of a results file; a torn line (a killed writer's) is skipped
-    with a warning, any other line that is not a run is a ResultsError naming it."""
-    scan = scan_results(path)
+def _read_packed(path: Path, verify: bool) -> P.Packed:
+    try:
+        return P.read_packed(path, verify)
+    except P.PackedError as err:
+        raise ResultsError(str(err)) from None
+
+
+def _scan_packed(path: Path, journal: Path, packed: P.Packed) -> ResultsScan:
+    """The lines of a packed file, numbered as in its JSON Lines form (see the module docstring)."""
+    source = packed.path
+    header = _header(packed.header, source, 1)
+    first = SuiteVersion(1, header["suite"], header["suite_digest"], source, header)
+    scan = ResultsScan(path, journal, header, [first], [], packed=packed)
+    updates = sorted(packed.updates, key=lambda u: u[0])
+    runs = P.decode(packed.table)
+    lineno, u = 1, 0
+    for i, run in enumerate([*runs, None]):
+        while u < len(updates) and updates[u][0] <= i:
+            lineno += 1
+            version = _suite_update(updates[u][1], scan.header, source, lineno)
+            scan.versions.append(version)
+            scan.header = {**scan.header, "suite": version.suite, "suite_digest": version.digest}
+            u += 1
+        if run is not None:
+            lineno += 1
+            if not (isinstance(run.get("key"), str) and isinstance(run.get("spec"), dict)):
+                raise ResultsError(f"{source}:{lineno}: a packed run without a string 'key' and an object 'spec'")
+            scan.runs.append(RunLine(lineno, run, source))
+    return scan
+
+
+def read_results(path: str | os.PathLike[str], verify: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(header, run lines)`` of the results named ``path`` (see :func:`scan_results`); a torn
+    journal line (a killed writer's) is skipped with a warning, any other line that is not a
+    run is a ResultsError naming it."""
+    scan = _tolerant(scan_results(path, verify))
+    return scan.header, [r.obj for r in scan.runs]
+
+
+def _tolerant(scan: ResultsScan) -> ResultsScan:
+    """``scan``, once its torn journal lines are warned of; any other bad line is a ResultsError."""
     for lineno, why, torn in scan.bad:
         if not torn:
-            raise ResultsError(f"{scan.path}:{lineno}: {why}")
-        warnings.warn(f"{scan.path}:{lineno}: skipping a torn line (a run that was being written)", stacklevel=2)
-    return scan.header, [r.obj for r in scan.runs]
+            raise ResultsError(f"{scan.journal}:{lineno}: {why}")
+        warnings.warn(f"{scan.journal}:{lineno}: skipping a torn line (a run that was being written)", stacklevel=3)
+    return scan
+
+
+def results_lines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every line of the results named ``path`` in order, as one JSON Lines file holds them:
+    the header, then the suite updates and runs, the packed ones first. A torn journal line
+    is skipped with a warning; any other bad line is a ResultsError."""
+    scan = _tolerant(scan_results(path))
+    order = {scan.journal: 1}
+    lines = sorted([(order.get(v.source, 0), v.lineno, v.line) for v in scan.versions]
+                   + [(order.get(r.source, 0), r.lineno, r.obj) for r in scan.runs], key=lambda t: t[:2])
+    return [obj for _, _, obj in lines]
+
+
+def unpack_results(path: str | os.PathLike[str], out: str | os.PathLike[str]) -> int:
+    """Write every line of the results named ``path`` (:func:`results_lines`) to the new JSON
+    Lines file ``out`` (fsynced); returns the number of runs. ``out`` must not exist, nor be
+    the journal of a packed file."""
+    out = Path(out)
+    if out.exists():
+        raise ResultsError(f"{out} exists: unpack into a new file")
+    if out.suffix == ".jsonl" and out.with_suffix(".parquet").exists():
+        raise ResultsError(f"{out} would be the journal of {out.with_suffix('.parquet')}: unpack into another file")
+    lines = results_lines(path)
+    with JsonlAppender(out, error=ResultsError, what="results file", allow_nan=True) as appender:
+        appender.append(lines)
+    return len(lines) - sum(1 for line in lines if "suite_update" in line) - 1
 
 
 def _header(obj: dict[str, Any], path: Path, lineno: int) -> dict[str, Any]:
@@ -131,7 +267,7 @@ def _suite_update(obj: dict[str, Any], header: dict[str, Any], path: Path, linen
     if obj["suite_update"]["name"] != header["suite"]["name"]:
         raise ResultsError(f"{path}:{lineno}: suite_update names suite {obj['suite_update']['name']!r}, but the "
                            f"file holds results of suite {header['suite']['name']!r}")
-    return SuiteVersion(lineno, obj["suite_update"], obj["suite_digest"])
+    return SuiteVersion(lineno, obj["suite_update"], obj["suite_digest"], path, obj)
 
 
 def _check_suite(obj: dict[str, Any], name: str, path: Path, lineno: int) -> None:
@@ -146,42 +282,51 @@ def _check_suite(obj: dict[str, Any], name: str, path: Path, lineno: int) -> Non
         raise ResultsError(f"{path}:{lineno}: field 'suite_digest' must be a string, got {obj.get('suite_digest')!r}")
 
 
-class ResultsFile:
-    """An append-only results file (see the module docstring), open for appending under its
-    lock (:class:`tune_gym.jsonl.JsonlAppender`) until :meth:`close`: a second benchmark
-    writing the same file stops at once with an error naming it."""
+# ------------------------------------------------------------------------------------------ writing
 
-    def __init__(self, path: Path, header: dict[str, Any], runs: list[dict[str, Any]],
-                 appender: JsonlAppender) -> None:
+
+class ResultsFile:
+    """Results open for appending (see the module docstring): runs go to the journal, under its
+    lock (:class:`tune_gym.jsonl.JsonlAppender`) until :meth:`close`, so a second benchmark
+    writing the same results stops at once with an error naming the journal. :meth:`pack`
+    moves them to the packed file."""
+
+    def __init__(self, path: Path, header: dict[str, Any], runs: list[dict[str, Any]], appender: JsonlAppender,
+                 header_line: dict[str, Any]) -> None:
         self.path = path
         self.header = header
         self.runs = runs
         self.done = {r["key"] for r in runs}
         self._appender = appender
+        self._header_line = header_line
 
     @classmethod
-    def open(cls, path: str | Path, suite: Suite) -> ResultsFile:
-        """Resume ``path`` (it must hold results of the same suite) or start it with a header."""
+    def open(cls, path: str | os.PathLike[str], suite: Suite) -> ResultsFile:
+        """Resume the results named ``path`` (they must be of the same suite) or start them with a header."""
         path = Path(path)
-        appender = JsonlAppender(path, accept=functools.partial(_accept, path), error=ResultsError,
+        packed, journal = results_paths(path)
+        appender = JsonlAppender(journal, accept=functools.partial(_accept, journal), error=ResultsError,
                                  what="results file", allow_nan=True)
         try:
-            if path.stat().st_size:
-                header, runs = read_results(path)
+            if journal.stat().st_size or packed.is_file():
+                scan = _tolerant(scan_results(path))
+                header, runs = scan.header, [r.obj for r in scan.runs]
                 if header["suite"]["name"] != suite.name:
                     raise ResultsError(f"{path} holds results of suite {header['suite']['name']!r}, not "
                                        f"{suite.name!r}: write to another file")
+                if not journal.stat().st_size:  # packed, the journal emptied: it starts with the header again
+                    appender.append([scan.versions[0].line])
                 if header["suite_digest"] != suite.digest:  # the suite grew or changed: record it, keep the runs
                     update = {"suite_update": _suite_dict(suite), "suite_digest": suite.digest, "time": time.time()}
                     appender.append([update])
                     header = {**header, "suite": update["suite_update"], "suite_digest": suite.digest}
-                return cls(path, header, runs, appender)
+                return cls(path, header, runs, appender, scan.versions[0].line)
             from tune_gym.records import host_fingerprint
 
             header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "suite_digest": suite.digest,
                       "suite": _suite_dict(suite), "created": time.time(), "host": host_fingerprint()}
             appender.append([header])
-            return cls(path, header, [], appender)
+            return cls(path, header, [], appender, header)
         except BaseException:
             appender.close()
             raise
@@ -189,12 +334,18 @@ class ResultsFile:
     def append(self, line: dict[str, Any]) -> None:
         if line["key"] in self.done:  # pragma: no cover - the runner never repeats a key
             return
+        if not self._appender.path.stat().st_size:  # emptied by a pack: the header first
+            self._appender.append([self._header_line])
         self._appender.append([line])
         self.runs.append(line)
         self.done.add(line["key"])
 
+    def pack(self) -> int:
+        """Move the journal's lines into the packed file (:func:`pack_results`); returns the runs moved."""
+        return _pack(self.path, self._appender)
+
     def close(self) -> None:
-        """Release the file (idempotent); the runs stay readable on this object."""
+        """Release the journal (idempotent); the runs stay readable on this object."""
         self._appender.close()
 
     def __enter__(self) -> ResultsFile:
@@ -202,6 +353,46 @@ class ResultsFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def pack_results(path: str | os.PathLike[str]) -> int:
+    """Move the journal's lines of the results named ``path`` into their packed file (see the
+    module docstring), under the journal's lock; returns the number of runs moved.
+
+    Raises:
+        ResultsError: no such results, a benchmark is appending to them (it holds the lock),
+            a corrupt journal line (it would be lost), or what :func:`scan_results` raises.
+    """
+    packed, journal = results_paths(path)
+    if not journal.is_file() and not packed.is_file():
+        raise ResultsError(f"results file {path} does not exist")
+    if not journal.is_file():
+        return 0
+    with JsonlAppender(journal, accept=functools.partial(_accept, journal), error=ResultsError,
+                       what="results file", allow_nan=True) as appender:
+        return _pack(Path(path), appender)
+
+
+def _pack(path: Path, appender: JsonlAppender) -> int:
+    """The pack of :func:`pack_results`, the journal's lock held by ``appender``."""
+    packed_path, journal = results_paths(path)
+    if not journal.stat().st_size:
+        return 0
+    scan = scan_results(path, verify=True)
+    if scan.bad:  # the appender cut off a torn last line: any other would be dropped
+        lineno, why, _ = scan.bad[0]
+        raise ResultsError(f"{journal}:{lineno}: {why}: packing would drop it; repair or remove the line first")
+    runs = [r for r in scan.runs if r.source == journal]
+    old = scan.packed
+    rows = old.rows if old is not None else 0
+    updates = [(rows + sum(1 for r in runs if r.lineno < v.lineno), v.line) for v in scan.versions[1:]
+               if v.source == journal]  # each after the runs before it
+    if old is None or runs or updates:
+        table = P.encode([r.obj for r in runs])
+        P.write_packed(packed_path, scan.versions[0].line, [*(old.updates if old else []), *updates],
+                       P.concat(old.table, table) if old is not None else table)
+    appender.clear()
+    return len(runs)
 
 
 def _accept(path: Path, first: tuple[int, Any] | None) -> None:

@@ -9,8 +9,9 @@ hide behind a simulated clock. An agent that raises :class:`agents.NotApplicable
 ``not_applicable``, which the leaderboard shows as ``n/a``. A run ends at its budget, when
 every config of the space is a trial, or earlier when the agent proposes nothing more; the
 line says which (``ended``: ``budget``, ``space`` or ``agent``, :func:`run_end`). A line is
-appended and fsynced as soon as its run ends, so a killed benchmark loses only the runs in
-flight; started again, it runs only what is missing.
+appended to the results' journal and fsynced as soon as its run ends, so a killed benchmark
+loses only the runs in flight; started again, it runs only what is missing. When every run is
+done, the journal is packed (:func:`.results.pack_results`).
 
 Runs go to worker processes on this machine (``jobs``) or, with ``ray_address``, to a Ray
 cluster (``ray.init(address=...)``): the same function runs in both. A worker process dies
@@ -32,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.leaderboard.results import ResultsFile
+from benchmarks.leaderboard.results import ResultsFile, results_paths
 from benchmarks.leaderboard.suite import RunSpec, Suite, base_agent
 
 __all__ = ["die_with_parent", "run_end", "run_one", "run_suite"]
@@ -164,7 +165,8 @@ def run_suite(
 
     Args:
         suite: the suite.
-        out: results file (JSONL); created with a header, or resumed.
+        out: the results (``X.parquet``, or its journal ``X.jsonl``: see :mod:`.results`);
+            created with a header, or resumed. Once every run is done they are packed.
         jobs: worker processes on this machine (ignored with ``ray_address``).
         agents, seeds: restrict the agents / the number of seeds.
         ray_address: run on this Ray cluster (``auto``, ``ray://host:port``, or ``local``
@@ -188,6 +190,10 @@ def run_suite(
                 _finish(results, bar, runner(spec))
         else:
             _run_pool(todo, jobs, runner, results, bar)
+        if bar is not None:
+            bar.close()
+            print(f"packing the runs into {results_paths(out)[0]}", file=sys.stderr)
+        results.pack()
     finally:
         results.close()
         if bar is not None:

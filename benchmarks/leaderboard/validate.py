@@ -2,9 +2,11 @@
 
 Every problem found is one line naming the run, its line of the file and the field. Checked:
 
-* **The file.** Every line is JSON (a torn or corrupt line is a problem, by line number); the
-  suite of the header, and of each ``suite_update`` line, has the digest recorded with it; a
-  suite of the same name shipped in ``benchmarks/suites/`` is that suite.
+* **The file.** Every journal line is JSON (a torn or corrupt line is a problem, by line
+  number); the packed rows match their checksum and the footer its seal (else the results
+  are not read: ResultsError); the suite of the header, and of each ``suite_update`` line,
+  has the digest recorded with it; a suite of the same name shipped in ``benchmarks/suites/``
+  is that suite.
 * **The set of runs.** Every run of the suite is in the file exactly once: none missing, none
   repeated, none extra. A run of an earlier version of the suite (one that changed since) is
   not shown on the leaderboard and not checked further; the report counts it.
@@ -91,7 +93,7 @@ def validate(results: str | Path, rerun: int = 3) -> Validation:
     import torch
 
     torch.set_num_threads(1)  # as run_one: models give the same numbers as when the file was written
-    return _Checker(scan_results(results)).run(rerun)
+    return _Checker(scan_results(results, verify=True)).run(rerun)
 
 
 # ------------------------------------------------------------------------------------------ line shape
@@ -178,7 +180,7 @@ class _Checker:
         self.suite = Suite.from_dict(scan.header["suite"])
         self.current = {spec.key for spec in self.suite.runs()}
         self.earlier = {spec.key for v in scan.versions[:-1] for spec in Suite.from_dict(v.suite).runs()}
-        self.seen: dict[str, int] = {}  # key -> line number
+        self.seen: dict[str, RunLine] = {}  # key -> its first line
         self.to_rerun: list[tuple[RunLine, RunSpec]] = []  # short runs: their agent's stop is confirmed by a re-run
         self.pool: list[tuple[RunLine, RunSpec]] = []  # runs the sample of re-runs is drawn from
         self._spaces: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -201,13 +203,12 @@ class _Checker:
 
     # -------------------------------------------------------------------------------- the file
     def _file(self) -> None:
-        path = self.scan.path
         for lineno, why, _ in self.scan.bad:
-            self.problem(f"{path}:{lineno}: {why}")
+            self.problem(f"{self.scan.journal}:{lineno}: {why}")
         for version in self.scan.versions:
             digest = Suite.from_dict(version.suite).digest
             if digest != version.digest:
-                self.problem(f"{path}:{version.lineno}: suite_digest {version.digest} is not the digest of the "
+                self.problem(f"{version.where}: suite_digest {version.digest} is not the digest of the "
                              f"suite recorded with it ({digest})")
         self._shipped()
 
@@ -233,7 +234,7 @@ class _Checker:
     # -------------------------------------------------------------------------------- one line
     def _line(self, run: RunLine) -> None:
         line = run.obj
-        where = f"{self.scan.path}:{run.lineno}: run {line['key']}"
+        where = f"{run.where}: run {line['key']}"
         if problem := _shape_problem(line):
             self.problem(f"{where}: {problem}")
             return
@@ -241,10 +242,11 @@ class _Checker:
         if spec.key != line["key"]:
             self.problem(f"{where}: key is not its spec's ({spec.key})")
             return
-        if spec.key in self.seen:
-            self.problem(f"{where}: repeats the run of line {self.seen[spec.key]}")
+        if first := self.seen.get(spec.key):
+            self.problem(f"{where}: repeats the run of line {first.lineno}"
+                         + (f" of {first.source}" if first.source != run.source else ""))
             return
-        self.seen[spec.key] = run.lineno
+        self.seen[spec.key] = run
         if spec.key not in self.current:
             if spec.key in self.earlier:
                 self.report.stale += 1
@@ -403,8 +405,8 @@ class _Checker:
 
     # -------------------------------------------------------------------------------- re-runs
     def _reruns(self, rerun: int) -> None:
-        forced = {r.lineno for r, _ in self.to_rerun}
-        pool = [(r, s) for r, s in self.pool if r.lineno not in forced]
+        forced = {r.where for r, _ in self.to_rerun}
+        pool = [(r, s) for r, s in self.pool if r.where not in forced]
         digest = hashlib.sha256("\n".join(r.text for r in self.scan.runs).encode()).digest()
         rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
         picked = sorted(rng.choice(len(pool), size=min(rerun, len(pool)), replace=False).tolist()) if pool else []
@@ -414,7 +416,7 @@ class _Checker:
     def _rerun(self, run: RunLine, spec: RunSpec) -> None:
         from benchmarks.leaderboard.runner import run_one
 
-        line, where = run.obj, f"{self.scan.path}:{run.lineno}: run {spec.key}"
+        line, where = run.obj, f"{run.where}: run {spec.key}"
         self.report.rerun += 1
         self.report.rerun_keys.append(spec.key)
         try:

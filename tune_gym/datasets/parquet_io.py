@@ -16,7 +16,7 @@ Arrow table written with zstd, whose metadata is a JSON object under one schema-
   (canonical JSON), so the metadata that changes numbers cannot be edited unseen either;
 * :func:`config_array` reads a ``config`` column as an ``n x n_knobs`` integer array and
   checks each index against the knob space's choice counts;
-* :func:`write_table` writes a table with its footer atomically (a temp file, then rename).
+* :func:`write_table` writes a table with its footer atomically (a temp file, fsynced, then renamed).
 
 Every function raises the error class it is given (a :class:`DatasetError
 <tune_gym.datasets.dataset.DatasetError>` or a subclass), with a message naming the file.
@@ -163,15 +163,28 @@ def config_array(table: Any, dims: np.ndarray, names: list[str], where: str, err
 
 
 def write_table(table: Any, key: bytes, footer: dict[str, Any], path: str | os.PathLike[str], error: Error) -> Path:
-    """Write ``table`` with ``footer`` (JSON, sorted keys) under ``key``, zstd, atomically."""
+    """Write ``table`` with ``footer`` (JSON, sorted keys) under ``key``, zstd, atomically: to a
+    temp file beside ``path`` (``NAME.tmp``), flushed to disk, renamed over ``path``, and the
+    rename flushed too (the folder), so a crash leaves the old file or the new one, never a part."""
     _, pq = arrow(error)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     table = table.replace_schema_metadata({key: json.dumps(footer, sort_keys=True).encode()})
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd", compression_level=9)
+    _fsync(tmp)
     os.replace(tmp, path)
+    _fsync(path.parent)
     return path
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a folder's entries') data to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _first(mask: Any) -> int:

@@ -1,0 +1,287 @@
+"""Packed results (benchmarks.leaderboard.packed) and the journal that feeds them (results.py):
+lossless on real runs and odd values, crash-safe at every step of a pack, named by either file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.leaderboard import packed as P
+from benchmarks.leaderboard.results import (
+    ResultsError,
+    ResultsFile,
+    pack_results,
+    read_results,
+    results_lines,
+    results_paths,
+    scan_results,
+    unpack_results,
+)
+from benchmarks.leaderboard.suite import Suite
+from tune_gym.cli import main
+from tune_gym.jsonl import JsonlAppender
+
+COMMITTED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "leaderboard"
+#: SHA-256 of the JSON Lines files the committed packed files were converted from (``git show
+#: 789cf16:benchmarks/results/leaderboard/NAME.jsonl | sha256sum``: the files before they were packed).
+ORIGINAL_SHA256 = {
+    "oneshot_ablation": "a8faabf623a6b2176f5ed875336c7c31c39a025eb94dc4c7e82d49f146bc8e22",
+    "metatune_ablation": "cfba8fd7cbc237e9ce98742690df4e852bda1c7d428f4ca7605e9a1b420a96e4",
+    "standard": "748d4a4e30231b50abe519f7e6c57a359d4b8e7bdf4c1dba5e44c54501a35184",
+    "vta": "64ea0d92b9b59801fc68165eb5977db784327e69b0d41eacae0f9f02f6714950",
+}
+
+
+def _texts(path: Path) -> list[str]:
+    return [P.line_text(obj) for obj in results_lines(path)]
+
+
+def _sha256_of_lines(texts: list[str]) -> str:
+    return hashlib.sha256("".join(t + "\n" for t in texts).encode()).hexdigest()
+
+
+def _sample(name: str, runs: int) -> list[str]:
+    """The header and the first ``runs`` runs of a committed packed results file, as JSON text."""
+    packed = P.read_packed(COMMITTED / f"{name}.parquet", verify=False)
+    return [P.line_text(packed.header), *(P.line_text(r) for r in P.decode(packed.table.slice(0, runs)))]
+
+
+def _journal(path: Path, texts: list[str]) -> Path:
+    path.write_text("".join(t + "\n" for t in texts))
+    return path
+
+
+@pytest.fixture(scope="module")
+def real() -> list[str]:
+    """Real lines: the header and 12 runs of the One-Shot Tuner ablation (64 trials each)."""
+    return _sample("oneshot_ablation", 12)
+
+
+# ------------------------------------------------------------------------------------------ lossless
+
+
+@pytest.mark.parametrize("name", ["oneshot_ablation", "metatune_ablation"])
+def test_a_committed_packed_file_gives_back_the_json_lines_it_was_packed_from(name):
+    assert _sha256_of_lines(_texts(COMMITTED / f"{name}.parquet")) == ORIGINAL_SHA256[name]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["standard", "vta"])
+def test_the_large_committed_packed_files_give_back_their_json_lines(name):
+    assert _sha256_of_lines(_texts(COMMITTED / f"{name}.parquet")) == ORIGINAL_SHA256[name]
+    read_results(COMMITTED / f"{name}.parquet", verify=True)  # rows against the checksum
+
+
+@pytest.mark.parametrize("name", ["oneshot_ablation", "metatune_ablation", "standard", "vta"])
+def test_real_runs_of_each_committed_file_pack_and_unpack_bit_for_bit(tmp_path, name):
+    texts = _sample(name, 3)
+    journal = _journal(tmp_path / f"{name}.jsonl", texts)
+    assert pack_results(journal) == 3
+    assert journal.read_text() == ""  # the journal is emptied
+    table = P.read_packed(tmp_path / f"{name}.parquet").table
+    assert table.column("verbatim").null_count == 3  # every field in its typed column
+    assert _texts(tmp_path / f"{name}.parquet") == texts
+    unpack_results(tmp_path / f"{name}.parquet", tmp_path / "back.jsonl")
+    assert (tmp_path / "back.jsonl").read_text() == "".join(t + "\n" for t in texts)
+
+
+def _odd_runs(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Runs with values the typed columns cannot hold, or that JSON text must keep exactly."""
+    n = len(run["configs"])
+    odd = [
+        {**run, "gflops": [math.nan, math.inf, -math.inf, -0.0, *run["gflops"][4:]]},  # non-finite, negative zero
+        {**run, "gflops": [0, *run["gflops"][1:]]},  # an int among floats
+        {**run, "clock": [math.nan] + run["clock"][1:]},  # a clock its steps cannot give back
+        {**run, "clock": [5e-324, 1e308, 1.7976931348623157e308] + run["clock"][3:]},
+        {**run, "configs": [[True, *run["configs"][0][1:]], *run["configs"][1:]]},  # a bool is no knob index
+        {**run, "configs": [[2 ** 40, *run["configs"][0][1:]], *run["configs"][1:]]},  # beyond int32
+        {**run, "configs": [run["configs"][0][:2], *run["configs"][1:]]},  # configs of two lengths
+        {**run, "errors": ["invalid", 3, *run["errors"][2:]]},
+        {**run, "ended": None, "extra_field": {"nested": [1, 2.5, None, "é\ud800"]}},
+        {**run, "host": "h\ud800st", "key": "k€y"},  # a lone surrogate (JSON can carry one), non-ASCII
+        {**run, "space_size": 2 ** 70, "flops": 1.5, "time": 17},
+        {**run, "spec": {**run["spec"], "seed": True}},
+        {**run, "spec": dict(reversed(list(run["spec"].items())))},  # another key order
+        dict(reversed(list(run.items()))),
+        {k: v for k, v in run.items() if k not in ("agent_info", "data")},
+        {**run, "configs": [], "gflops": [], "errors": [], "clock": [], "not_applicable": "no"},
+        {**run, "agent_info": {"b": 1, "a": [math.nan, -0.0]}, "data": []},
+    ]
+    assert all(len(r["configs"]) in (n, 0) for r in odd)
+    return odd
+
+
+def test_odd_values_pack_losslessly_and_plain_ones_stay_in_their_columns(real, tmp_path, monkeypatch):
+    runs = [json.loads(t) for t in real[1:3]]
+    odd = _odd_runs(runs[0])
+    table = P.encode([*runs, *odd])
+    back = P.decode(table)
+    assert [P.line_text(r) for r in back] == [P.line_text(r) for r in [*runs, *odd]]
+    verbatim = table.column("verbatim").to_pylist()
+    assert verbatim[:2] == [None, None]
+    assert json.loads(verbatim[2 + 1]) == {"gflops": odd[1]["gflops"]}  # only the odd field is kept as JSON
+    # the same through a journal, a pack (4 runs at a time), the packed file and an unpack
+    monkeypatch.setattr(P, "CHUNK", 4)
+    texts = [real[0], *(P.line_text(r) for r in [*runs, *odd])]
+    _journal(tmp_path / "odd.jsonl", texts)
+    pack_results(tmp_path / "odd.jsonl")
+    assert _texts(tmp_path / "odd.parquet") == texts
+
+
+def test_a_suite_update_keeps_its_place_and_line_numbers_are_those_of_the_json_lines(real, tmp_path):
+    header = json.loads(real[0])
+    update = {"suite_update": header["suite"], "suite_digest": header["suite_digest"], "time": 1.5}
+    texts = [real[0], real[1], real[2], P.line_text(update), real[3]]
+    _journal(tmp_path / "r.jsonl", texts)
+    pack_results(tmp_path / "r.jsonl")
+    scan = scan_results(tmp_path / "r.parquet", verify=True)
+    assert [r.lineno for r in scan.runs] == [2, 3, 5] and [v.lineno for v in scan.versions] == [1, 4]
+    assert {r.source for r in scan.runs} == {tmp_path / "r.parquet"}
+    assert _texts(tmp_path / "r.jsonl") == texts
+
+
+def test_results_without_runs_pack_to_a_file_of_no_rows(real, tmp_path):
+    _journal(tmp_path / "r.jsonl", real[:1])
+    assert pack_results(tmp_path / "r.parquet") == 0
+    assert P.read_packed(tmp_path / "r.parquet").rows == 0 and _texts(tmp_path / "r.parquet") == real[:1]
+    assert pack_results(tmp_path / "r.parquet") == 0  # an empty journal: nothing to do
+
+
+# ------------------------------------------------------------------------------------------ crash safety
+
+
+def _fail(monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Make a pack stop at ``step``, as a kill there would."""
+    import pyarrow.parquet as pq
+
+    from tune_gym.datasets import parquet_io
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt(step)
+
+    if step == "encode":
+        monkeypatch.setattr(P, "encode", boom)
+    elif step == "write":  # half a temp file on disk
+        def half(table: Any, where: Any, **kwargs: Any) -> None:
+            Path(where).write_bytes(b"PAR1" + b"\0" * 100)
+            raise KeyboardInterrupt(step)
+        monkeypatch.setattr(pq, "write_table", half)
+    elif step == "rename":  # the temp file complete, not renamed
+        monkeypatch.setattr(parquet_io.os, "replace", boom)
+    elif step == "empty":  # renamed, the journal not emptied
+        monkeypatch.setattr(JsonlAppender, "clear", boom)
+
+
+@pytest.mark.parametrize("step", ["encode", "write", "rename", "empty"])
+def test_a_pack_killed_at_any_step_loses_nothing_and_counts_nothing_twice(real, tmp_path, monkeypatch, step):
+    path = tmp_path / "r.parquet"
+    _journal(tmp_path / "r.jsonl", real[:5])
+    pack_results(path)  # 4 runs packed
+    header = json.loads(real[0])
+    suite = Suite.from_dict(header["suite"])
+    with ResultsFile.open(path, suite) as results:  # a later session appends 8 more
+        assert results.done == {json.loads(t)["key"] for t in real[1:5]}
+        for text in real[5:]:
+            results.append(json.loads(text))
+    every = real
+    with monkeypatch.context() as m:
+        _fail(m, step)
+        with pytest.raises(KeyboardInterrupt, match=step):
+            pack_results(path)
+    assert _texts(path) == every  # all runs, once each, in order
+    _, runs = read_results(tmp_path / "r.jsonl")
+    assert len(runs) == len({r["key"] for r in runs}) == len(every) - 1
+    with ResultsFile.open(path, suite) as results:  # a resumed bench has nothing left to run
+        assert results.done == {json.loads(t)["key"] for t in every[1:]}
+        assert results.pack() == (0 if step == "empty" else 8)
+    assert (tmp_path / "r.jsonl").read_text() == ""
+    assert P.read_packed(path).rows == len(every) - 1 and _texts(path) == every
+
+
+def test_a_journal_beside_a_packed_file_starts_with_its_header_and_is_read_after_it(real, tmp_path):
+    path = tmp_path / "r.parquet"
+    _journal(tmp_path / "r.jsonl", real[:3])
+    pack_results(path)
+    suite = Suite.from_dict(json.loads(real[0])["suite"])
+    with ResultsFile.open(tmp_path / "r.jsonl", suite) as results:
+        results.append(json.loads(real[3]))
+    assert (tmp_path / "r.jsonl").read_text().splitlines() == [real[0], real[3]]
+    with open(tmp_path / "r.jsonl", "a") as f:
+        f.write(real[4][:50])  # a killed writer's torn line
+    with pytest.warns(UserWarning, match=r"r\.jsonl:3: skipping a torn line"):
+        assert _texts(path) == real[:4]
+    with pytest.warns(UserWarning, match="cut off a truncated last line"):
+        assert pack_results(path) == 1
+    assert _texts(path) == real[:4]
+
+
+# ------------------------------------------------------------------------------------------ refusals
+
+
+def test_packing_refuses_a_corrupt_journal_line_and_another_results_journal(real, tmp_path):
+    _journal(tmp_path / "r.jsonl", [real[0], real[1], "[1, 2]", real[2]])
+    with pytest.raises(ResultsError, match=r"r\.jsonl:3: a JSON list, not an object: packing would drop it"):
+        pack_results(tmp_path / "r.jsonl")
+    assert not (tmp_path / "r.parquet").exists()
+    _journal(tmp_path / "r.jsonl", real[:3])
+    pack_results(tmp_path / "r.jsonl")
+    other = dict(json.loads(real[0]), created=0.0)
+    _journal(tmp_path / "r.jsonl", [json.dumps(other), real[3]])
+    with pytest.raises(ResultsError, match=r"r\.jsonl:1: not the header of .*r\.parquet"):
+        read_results(tmp_path / "r.parquet")
+
+
+def test_an_edited_packed_file_is_refused(real, tmp_path):
+    import pyarrow.parquet as pq
+
+    _journal(tmp_path / "r.jsonl", real[:4])
+    pack_results(tmp_path / "r.jsonl")
+    table = pq.read_table(tmp_path / "r.parquet")
+    footer = json.loads(table.schema.metadata[P.META_KEY])
+    gflops = table.column("gflops").to_pylist()
+    gflops[1][0] *= 2
+    edited = table.set_column(table.column_names.index("gflops"), "gflops", [gflops])
+    pq.write_table(edited.replace_schema_metadata({P.META_KEY: json.dumps(footer).encode()}), tmp_path / "r.parquet")
+    read_results(tmp_path / "r.parquet")  # a reader that does not verify reads it
+    with pytest.raises(ResultsError, match="checksum mismatch"):
+        read_results(tmp_path / "r.parquet", verify=True)
+    assert main(["validate", str(tmp_path / "r.parquet"), "--rerun", "0"]) == 2
+    footer["rows"] = 2
+    pq.write_table(table.replace_schema_metadata({P.META_KEY: json.dumps(footer).encode()}), tmp_path / "r.parquet")
+    with pytest.raises(ResultsError, match="seal mismatch"):
+        read_results(tmp_path / "r.parquet")
+
+
+def test_names_and_one_line_errors(tmp_path, capsys):
+    assert results_paths("a/b.jsonl") == results_paths("a/b.parquet") == (Path("a/b.parquet"), Path("a/b.jsonl"))
+    with pytest.raises(ResultsError, match=r"name them by their packed file \(\.parquet\) or their journal"):
+        results_paths("a/b.json")
+    with pytest.raises(ResultsError, match="does not exist"):
+        read_results(tmp_path / "none.parquet")
+    (tmp_path / "d.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ResultsError, match="not a readable Parquet file"):
+        read_results(tmp_path / "d.jsonl")
+    for argv in (["results", "pack", str(tmp_path / "none.jsonl")], ["leaderboard", str(tmp_path / "d.parquet")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
+
+
+def test_the_results_command_packs_and_unpacks(real, tmp_path, capsys):
+    _journal(tmp_path / "r.jsonl", real)
+    assert main(["results", "pack", str(tmp_path / "r.jsonl")]) == 0
+    assert "12 runs moved" in capsys.readouterr().out
+    assert main(["results", "unpack", str(tmp_path / "r.parquet"), str(tmp_path / "u.jsonl")]) == 0
+    assert (tmp_path / "u.jsonl").read_text() == "".join(t + "\n" for t in real)
+    assert main(["results", "unpack", str(tmp_path / "r.parquet"), str(tmp_path / "u.jsonl")]) == 2
+    assert "u.jsonl exists: unpack into a new file" in capsys.readouterr().err
+    (tmp_path / "r.jsonl").unlink()  # the emptied journal
+    assert main(["results", "unpack", str(tmp_path / "r.parquet"), str(tmp_path / "r.jsonl")]) == 2
+    assert "r.jsonl would be the journal of" in capsys.readouterr().err
+    assert os.path.getsize(tmp_path / "r.parquet") * 2 < len("".join(real))
