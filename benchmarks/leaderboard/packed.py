@@ -230,13 +230,6 @@ def _encode_chunk(runs: Sequence[dict[str, Any]]) -> Any:
         if line_text(decode(table.slice(i, 1))[0]) != texts[i]:
             raise PackedError(f"run {runs[i].get('key')!r} does not pack losslessly")
     return table
-    for i in wrong:
-        rows[i] = _whole(runs[i])
-    table = _table(rows)
-    for i in wrong:  # pragma: no cover - JSON text always decodes to itself
-        if line_text(decode(table.slice(i, 1))[0]) != texts[i]:
-            raise PackedError(f"run {runs[i].get('key')!r} does not pack losslessly")
-    return table
 
 
 def concat(first: Any, second: Any) -> Any:
