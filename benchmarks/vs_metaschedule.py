@@ -37,6 +37,9 @@ import numpy as np
 from tune_gym.records import host_fingerprint, host_id
 from tune_gym.tasks import Task
 
+# The key of MetaSchedule's own run; the agent that re-states its search is named ``metaschedule``.
+TUNE_TIR = "tune_tir"
+
 
 def _init_worker() -> None:
     from tune_gym._tvm import ms
@@ -107,19 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_metaschedule:
         print(f"MetaSchedule tune_tir: {budget} trials ...", flush=True)
         with tempfile.TemporaryDirectory() as work:
-            runs["metaschedule"] = metaschedule_run(task, budget, args.seed, Path(work))
-        print(f"  best {runs['metaschedule']['best_so_far'][-1]:.2f} GFLOPS in "
-              f"{runs['metaschedule']['seconds']:.0f} s", flush=True)
+            runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, Path(work))
+        print(f"  best {runs[TUNE_TIR]['best_so_far'][-1]:.2f} GFLOPS in "
+              f"{runs[TUNE_TIR]['seconds']:.0f} s", flush=True)
 
     def best_at(run: dict[str, Any], n: int) -> float:
         curve = run["best_so_far"]
         return curve[min(n, len(curve)) - 1] if curve else 0.0
 
-    ms_run = runs.get("metaschedule")
+    ms_run = runs.get(TUNE_TIR)
     lines = [f"# tune_gym agents vs MetaSchedule on {task.uri}", "",
              f"Host: {host_fingerprint()['cpu']} (LLVM cpu {host_fingerprint()['llvm_cpu']}, "
              f"{host_fingerprint()['logical_cores']} logical cores, host id {host_id()}), "
-             f"{datetime.now(UTC):%Y-%m-%d}, Python {platform.python_version()}.",
+             f"{datetime.now(UTC):%Y-%m-%d}, Python {platform.python_version()}, seed {args.seed}.",
              f"PyTorch reference: {reference.gflops:.2f} GFLOPS ({reference.method}).", "",
              "| tuner | " + " | ".join(f"best GFLOPS @{n}" for n in args.trials)
              + " | x PyTorch @" + str(budget) + (" | x MetaSchedule @" + str(budget) if ms_run else "")
