@@ -10,6 +10,15 @@ trial of each tuner and the command::
     python -m benchmarks.vs_metaschedule --task resnet18:1 --trials 128 512 \\
         --agents xgb-sa contextual-sa --out benchmarks/results/vs_metaschedule
 
+Best-so-far figures taken during a run carry that moment's noise (another process, a clock
+change). ``--retime DIR ...`` takes the best kernel of every tuner of finished runs (their
+``--out`` folders; MetaSchedule's needs ``--work-dir``, where its database was kept) and times
+them again, together, in one process: ``--rounds`` rounds, each timing every kernel once in a
+seeded random order, each kernel's figure the median over rounds. Only an idle machine gives
+figures worth writing down::
+
+    python -m benchmarks.vs_metaschedule --retime benchmarks/results/vs_metaschedule/fidelity/*
+
 MetaSchedule tunes the same module as the agents (``task.ir_module()``: with the default
 ``weights=packed`` the op's weights are marked ``layout_free_buffers``, so both sides' kernels
 run on pre-packed weights, as a deployed model would), with its default evolutionary search
@@ -69,10 +78,10 @@ def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path) -> dict
     # The JSON database appends records in measurement order.
     records = [json.loads(line) for line in (work_dir / "database_tuning_record.json").read_text().splitlines()
                if line.strip()]
-    gflops = []
+    gflops: list[float] = []
     for rec in records:  # [workload index, [trace, run_secs, target, args_info]]; failures cost 1e10 s
         costs = [float(c) for c in rec[1][1] if float(c) < 1e9]
-        gflops.append(task.flops / np.mean(costs) / 1e9 if costs else 0.0)
+        gflops.append(float(task.flops / np.mean(costs) / 1e9) if costs else 0.0)
     return {"best_so_far": np.maximum.accumulate(gflops).tolist() if gflops else [], "seconds": seconds,
             "trials": len(gflops)}
 
@@ -86,6 +95,73 @@ def agent_run(task: Task, agent: str, trials: int, seed: int, log: Path) -> dict
     return {"best_so_far": best, "seconds": summary.run.seconds, "trials": len(best)}
 
 
+def best_schedules(run_dir: Path) -> tuple[Task, dict[str, Any]]:
+    """The task of a finished run folder and ``{tuner: best schedule}``: each agent's best config
+    (by its log's recorded GFLOPS) and MetaSchedule's best record of its kept database."""
+    from tune_gym._tvm import ms
+    from tune_gym.records import load_records
+    from tune_gym.space import KnobSpace
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    task = Task.parse(summary["task"])
+    space = KnobSpace.for_task(task, "full")
+    schedules: dict[str, Any] = {}
+    for name in summary["runs"]:
+        if name == TUNE_TIR:
+            work = summary.get("work_dir")
+            if not work or not (Path(work) / "database_tuning_record.json").exists():
+                print(f"{run_dir}: MetaSchedule's database was not kept (run with --work-dir); not re-timed")
+                continue
+            database = ms().database.JSONDatabase(work_dir=work)
+            schedules[name] = ms().tir_integration.compile_tir(database, task.ir_module(), task.target.tvm_target())
+            continue
+        records = [r for r in load_records(run_dir / f"{name}.jsonl", check=False) if r.result.ok]
+        best = max(records, key=lambda r: r.result.gflops)
+        sch, why = space.apply(best.config)
+        if sch is None:
+            raise RuntimeError(f"{run_dir / name}.jsonl: its best config no longer applies: {why}")
+        schedules[name] = sch
+    return task, schedules
+
+
+class _Chosen:
+    """A stand-in for a knob space whose config ``(i,)`` is the i-th of given schedules, so the
+    live backend builds and times them exactly as it does a tuning run's configs."""
+
+    def __init__(self, schedules: list[Any]) -> None:
+        self.schedules = schedules
+
+    def apply(self, config: tuple[int, ...], check: bool = True) -> tuple[Any, str]:
+        return self.schedules[config[0]], ""
+
+
+def retime(run_dirs: list[Path], rounds: int, seed: int) -> list[dict[str, Any]]:
+    """Time the best kernel of every tuner of ``run_dirs`` again, interleaved (module docstring)."""
+    from tune_gym.measure.live import LiveBackend
+
+    rows = []
+    rng = np.random.default_rng(seed)
+    with LiveBackend() as backend:
+        for run_dir in run_dirs:
+            task, schedules = best_schedules(run_dir)
+            names = list(schedules)
+            chosen = _Chosen([schedules[n] for n in names])
+            per_round: dict[str, list[float]] = {n: [] for n in names}
+            for _ in range(rounds):
+                order = rng.permutation(len(names))
+                results = backend.measure(task, chosen, [(int(i),) for i in order])  # type: ignore[arg-type]
+                for i, result in zip(order, results):
+                    per_round[names[i]].append(result.gflops if result.ok else 0.0)
+            summary = json.loads((run_dir / "summary.json").read_text())
+            for name in names:
+                rows.append({"run": run_dir.name, "task": task.uri, "tuner": name,
+                             "during_run": summary["runs"][name]["best_so_far"][-1],
+                             "retimed": float(np.median(per_round[name])), "rounds": per_round[name]})
+                print(f"{run_dir.name:24s} {name:14s} during run {rows[-1]['during_run']:8.2f}  "
+                      f"re-timed {rows[-1]['retimed']:8.2f} GFLOPS", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="resnet18:1")
@@ -94,7 +170,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/vs_metaschedule"))
     parser.add_argument("--skip-metaschedule", action="store_true")
+    parser.add_argument("--retime", type=Path, nargs="+", metavar="DIR",
+                        help="re-time the best kernels of finished runs (their --out folders) and stop")
+    parser.add_argument("--rounds", type=int, default=5, help="with --retime: timing rounds (median)")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="keep MetaSchedule's database here (its best schedule can be re-timed later); "
+                             "default: a temporary folder")
     args = parser.parse_args(argv)
+    if args.retime:
+        rows = retime(args.retime, args.rounds, args.seed)
+        out = args.retime[0].parent / "retimed.json"
+        out.write_text(json.dumps({"host": host_fingerprint(), "host_id": host_id(), "rounds": args.rounds,
+                                   "time": datetime.now(UTC).isoformat(), "rows": rows}, indent=1))
+        print(f"written {out}")
+        return 0
 
     from tune_gym.measure.reference import measure_reference
 
@@ -109,8 +198,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  best {runs[agent]['best_so_far'][-1]:.2f} GFLOPS in {runs[agent]['seconds']:.0f} s", flush=True)
     if not args.skip_metaschedule:
         print(f"MetaSchedule tune_tir: {budget} trials ...", flush=True)
-        with tempfile.TemporaryDirectory() as work:
-            runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, Path(work))
+        if args.work_dir is not None:
+            args.work_dir.mkdir(parents=True, exist_ok=True)
+            runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, args.work_dir)
+        else:
+            with tempfile.TemporaryDirectory() as work:
+                runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, Path(work))
         print(f"  best {runs[TUNE_TIR]['best_so_far'][-1]:.2f} GFLOPS in "
               f"{runs[TUNE_TIR]['seconds']:.0f} s", flush=True)
 
@@ -139,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     (args.out / "summary.md").write_text(text)
     (args.out / "summary.json").write_text(json.dumps(
-        {"task": task.uri, "reference": reference.to_json(), "host": host_fingerprint(), "runs": runs}, indent=1))
+        {"task": task.uri, "reference": reference.to_json(), "host": host_fingerprint(), "runs": runs,
+         "seed": args.seed, "work_dir": None if args.work_dir is None else str(args.work_dir.resolve())}, indent=1))
     print(text)
     return 0
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from benchmarks.leaderboard.packed import line_text
 from benchmarks.leaderboard.report import compute, write_leaderboard
 from benchmarks.leaderboard.results import ResultsError, read_results, results_lines
 from benchmarks.leaderboard.runner import run_suite
-from benchmarks.leaderboard.suite import SuiteError, list_suites, load_suite
+from benchmarks.leaderboard.suite import Suite, SuiteError, list_suites, load_suite
 from benchmarks.leaderboard.validate import validate
 from tune_gym.datasets import Dataset
 from tune_gym.measure.reference import Reference
@@ -153,6 +154,29 @@ def test_a_grown_suite_keeps_its_runs_and_another_suite_is_refused(suite_file, t
     other.write_text(SUITE.replace('name = "tiny"', 'name = "other"'))
     with pytest.raises(ResultsError, match="holds results of suite 'tiny', not 'other'"):
         run_suite(load_suite(other), out, progress=False)
+
+
+def test_agent_seeds_give_a_costly_entry_fewer_seeds(suite_file, tmp_path):
+    plain = load_suite(suite_file)
+    fewer = tmp_path / "fewer.toml"
+    fewer.write_text(SUITE.replace("[agent_options]", '[agent_seeds]\n"xgb-sa" = 2\n[agent_options]'))
+    suite = load_suite(fewer)
+    assert (suite.seeds_of("xgb-sa"), suite.seeds_of("random")) == (2, 4)
+    assert sorted((r.agent, r.seed) for r in suite.runs()) == [("random", s) for s in range(4)] + [("xgb-sa", 0),
+                                                                                                 ("xgb-sa", 1)]
+    assert len(suite.runs(seeds=1)) == 2
+    def stored(s: Suite, *drop: str) -> dict:  # the suite as a results header stores it
+        return json.loads(json.dumps({k: v for k, v in asdict(s).items() if k not in ("path", *drop)}))
+
+    assert suite.digest != plain.digest and Suite.from_dict(stored(suite)).runs() == suite.runs()
+    # a suite without [agent_seeds] keeps its digest, so results files of existing suites stay theirs
+    assert plain.digest == Suite.from_dict(stored(plain, "agent_seeds")).digest
+    for bad, message in [('"ga" = 2', "not one of the suite's agents"), ('"xgb-sa" = 9', r"an int in 1\.\.4")]:
+        fewer.write_text(SUITE.replace("[agent_options]", f"[agent_seeds]\n{bad}\n[agent_options]"))
+        with pytest.raises(SuiteError, match=message):
+            load_suite(fewer)
+    report = run_suite(suite, tmp_path / "fewer.jsonl", progress=False)
+    assert len(report.runs) == 6 and validate(tmp_path / "fewer.jsonl").ok  # complete: nothing reported missing
 
 
 def test_bench_resumes_after_sigkill_with_nothing_lost_or_run_twice(suite_file, tmp_path, data_dir):

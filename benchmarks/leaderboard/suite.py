@@ -12,6 +12,8 @@ A suite file::
     [agent_options]         # optional per-agent options
     rl-ppo = { n_steps = 64 }
     "meta-bo/no-fine-tune" = { fine_tune = false }   # a variant: ID/NAME runs agent ID with these options
+    [agent_seeds]           # optional: fewer seeds for an entry too costly to run them all
+    "kt:bayes_opt" = 10     # seeds 0..9 only; its leaderboard band is wider, and says so
 
     [[task]]
     id = "resnet18:7"       # suite task id or task URI
@@ -93,13 +95,19 @@ class Suite:
     tasks: tuple[SuiteTask, ...]
     agent_options: dict[str, dict[str, Any]]
     path: Path | None = None
+    agent_seeds: dict[str, int] = field(default_factory=dict)
+
+    def seeds_of(self, agent: str) -> int:
+        """How many seeds ``agent`` runs: the suite's, or fewer where ``[agent_seeds]`` says so."""
+        return self.agent_seeds.get(agent, self.seeds)
 
     def runs(self, agents: list[str] | None = None, seeds: int | None = None) -> list[RunSpec]:
-        """Every run, task-major then agent then seed (so early results cover every agent)."""
+        """Every run, task-major then seed then agent (so early results cover every agent); ``seeds``
+        runs only the first that many seeds, and an agent never more than :meth:`seeds_of` it."""
         chosen = list(self.agents if agents is None else agents)
         n_seeds = self.seeds if seeds is None else seeds
         return [RunSpec(a, t.id, t.preset, t.backend, s, t.budget, self.batch, self.agent_options.get(a, {}))
-                for t in self.tasks for s in range(n_seeds) for a in chosen]
+                for t in self.tasks for s in range(n_seeds) for a in chosen if s < self.seeds_of(a)]
 
     @classmethod
     def from_dict(cls, d: Any) -> Suite:
@@ -108,7 +116,7 @@ class Suite:
             raise SuiteError(f"a suite is a JSON object, got {type(d).__name__}")
         if missing := [k for k in _SUITE_FIELDS if k not in d]:
             raise SuiteError(f"suite lacks {', '.join(missing)}")
-        if unknown := sorted(set(d) - set(_SUITE_FIELDS)):
+        if unknown := sorted(set(d) - {*_SUITE_FIELDS, "agent_seeds"}):
             raise SuiteError(f"suite has unknown fields {unknown}")
         name, agents, options = d["name"], d["agents"], d["agent_options"]
         if not isinstance(name, str) or not isinstance(d["description"], str):
@@ -125,16 +133,32 @@ class Suite:
             raise SuiteError(f"suite {name!r}: tasks must be a non-empty list")
         return cls(name, d["description"], tuple(agents), seeds, batch,
                    tuple(_suite_task(t, f"suite {name!r}: task {i + 1}") for i, t in enumerate(tasks)),
-                   {k: dict(v) for k, v in options.items()})
+                   {k: dict(v) for k, v in options.items()},
+                   agent_seeds=_agent_seeds(d.get("agent_seeds", {}), agents, seeds, f"suite {name!r}"))
 
     @property
     def digest(self) -> str:
         """A hash of what the suite runs (results of another digest are another benchmark)."""
         body = {k: v for k, v in asdict(self).items() if k not in ("path", "description")}
+        if not self.agent_seeds:  # a suite without [agent_seeds] keeps the digest it always had
+            del body["agent_seeds"]
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 _SUITE_FIELDS = ("name", "description", "agents", "seeds", "batch", "tasks", "agent_options")
+
+
+def _agent_seeds(value: Any, agents: Any, seeds: int, where: str) -> dict[str, int]:
+    """``[agent_seeds]`` checked: each key one of the suite's agents, each value in 1..seeds."""
+    if not isinstance(value, dict):
+        raise SuiteError(f"{where}: agent_seeds must map agent ids to seed counts, got {value!r}")
+    for agent, n in value.items():
+        if agent not in agents:
+            raise SuiteError(f"{where}: agent_seeds names {agent!r}, which is not one of the suite's agents")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= seeds:
+            raise SuiteError(f"{where}: agent_seeds[{agent!r}] must be an int in 1..{seeds} (the suite's seeds), "
+                             f"got {n!r}")
+    return dict(value)
 
 
 def _positive(value: Any, what: str) -> int:
@@ -170,7 +194,7 @@ def load_suite(name: str | Path) -> Suite:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise SuiteError(f"{path}: {err}") from None
-    known = {"name", "description", "backend", "seeds", "batch", "agents", "agent_options", "task"}
+    known = {"name", "description", "backend", "seeds", "batch", "agents", "agent_options", "agent_seeds", "task"}
     if unknown := set(raw) - known:
         raise SuiteError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
     backend = raw.get("backend", "replay")
@@ -199,7 +223,7 @@ def load_suite(name: str | Path) -> Suite:
     if seeds < 1 or batch < 1:
         raise SuiteError(f"{path}: seeds and batch must be >= 1")
     return Suite(str(raw.get("name", path.stem)), str(raw.get("description", "")), agents, seeds, batch,
-                 tuple(tasks), options, path)
+                 tuple(tasks), options, path, _agent_seeds(raw.get("agent_seeds", {}), agents, seeds, str(path)))
 
 
 def _agents(entries: Any, path: Path) -> tuple[str, ...]:
