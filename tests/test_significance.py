@@ -94,14 +94,16 @@ def test_only_runs_both_agents_have_count():
     b = runs({"t0": [0.0] * 4, "t2": [0.0] * 10})  # 4 seeds of t0 in common, t1 and t2 one-sided
     b[("t0", 3)] = math.nan  # a failed score is no pair either
     assert [S.paired_test(a, b)[i] for i in (0, 2, 3)] == [3, 0, "3 unequal of 3 pairs"]
-    assert [S.paired_test(a, {})[i] for i in (0, 2, 3)] == [0, 0, "no common runs"]
+    assert [S.paired_test(a, {})[i] for i in (0, 2, 3)] == [0, 0, "no scored runs"]
+    assert S.paired_test(a, {("t0", 0): math.nan})[3] == "no scored runs"
+    assert S.paired_test(a, runs({"t3": [0.0]}))[3] == "no common runs"
     assert math.isnan(S.paired_test(a, b)[1]) and math.isnan(S.paired_test(a, {})[1])
     six = runs({"t0": [0.0] * 6})
     pairs, p, direction, why = S.paired_test(a, six)  # the fewest that can reach p < 0.05
     assert (pairs, direction, why) == (6, 1, "") and p == pytest.approx(2 / 2**6)
     sig = S.compare_ranking({"trials": {"a": a, "b": b}, "time": {"a": a}}, ["a", "b", "c"])
     assert S.next_cell(sig, "a", "b", "trials") == "n/a (3 unequal of 3 pairs)"
-    assert S.next_cell(sig, "b", "c", "time") == "n/a (no common runs)"
+    assert S.next_cell(sig, "b", "c", "time") == "n/a (no scored runs)"
     assert sig.family == 0 and S.matrix_lines(sig) == []
 
 

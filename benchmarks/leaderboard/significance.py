@@ -120,13 +120,15 @@ def paired_test(a: Scores, b: Scores) -> tuple[int, float, int, str]:
     Returns:
         ``(pairs, p, direction, why)``: the number of (task, seed) keys with a finite score in both, the
         two-sided p-value, +1 / -1 when ``a`` / ``b`` tends to score higher, and ``""``; or, when there is
-        nothing to test (too few non-zero differences, or all equal), p NaN, direction 0 and the reason.
+        nothing to test (no scored runs on one side, none in common, too few non-zero differences, or all
+        equal), p NaN, direction 0 and the reason.
     """
     keys = sorted(k for k in a.keys() & b.keys() if math.isfinite(a[k]) and math.isfinite(b[k]))
     d = np.round(np.array([a[k] - b[k] for k in keys], dtype=float), DECIMALS)
     nonzero = d[d != 0]
     if not keys:
-        return 0, math.nan, 0, "no common runs"
+        scored = all(any(math.isfinite(v) for v in side.values()) for side in (a, b))
+        return 0, math.nan, 0, "no common runs" if scored else "no scored runs"
     if nonzero.size == 0:
         return len(keys), math.nan, 0, f"equal on all {len(keys)} pairs"
     if nonzero.size < MIN_PAIRS:
