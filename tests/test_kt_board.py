@@ -138,8 +138,10 @@ def test_the_section_shows_times_and_p_of_agents_and_strategies(bench):
     for entry in ENTRIES:
         source = "Kernel Tuner" if kt_entries.is_entry(entry) else "tune_gym"
         assert f"| {entry} | {source} |" in text
-    assert ("| rank | entry | source | P (trials) | 95% band | P (time) | 95% band | toy_cache | runs | agent s |"
-            in text)
+    assert ("| rank | entry | source | P (trials) | 95% band | > next (trials) | P (time) | 95% band | > next (time) "
+            "| toy_cache | runs | agent s |" in text)
+    assert "**> next**: whether the agent scores significantly higher" in text  # 2 seeds: too few pairs to test
+    assert "| n/a (" in text
     png = bench[1].parent / "tiny_external" / "random_relative_score.png"
     assert png.is_file() and "(tiny_external/random_relative_score.png)" in text
     lb = compute(bench[0])

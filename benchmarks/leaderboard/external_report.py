@@ -16,7 +16,10 @@ What it shows (metrics: :mod:`benchmarks.leaderboard.metrics`):
   simulated-time axis, each averaged over each task's budget from the methodology
   (:func:`~benchmarks.leaderboard.metrics.random_budget`,
   :func:`~benchmarks.leaderboard.metrics.random_time_budget`), then over the tasks per seed, with
-  the mean and 95% Student-t band over seeds; per device, P averaged over the kernels measured
+  the mean and 95% Student-t band over seeds; whether the entry's P is significantly above the
+  next-ranked entry's on the runs both have (paired by task and seed, so a seed only one of them
+  ran on a task does not count), and a matrix of every pair among the top ranks
+  (:mod:`benchmarks.leaderboard.significance`); per device, P averaged over the kernels measured
   on it and over seeds (trials / time); the entry's own compute seconds per run;
 * per task: the space (configurations that ran, best and median time, both budgets), and per
   entry the median over seeds of the best time its runs found (ms);
@@ -37,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.leaderboard import kt_entries
+from benchmarks.leaderboard import kt_entries, significance
 from benchmarks.leaderboard import metrics as M
 from benchmarks.leaderboard.report import Cell, Leaderboard, _fmt, _missing_runs, _shown
 
@@ -143,20 +146,26 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
         "strategy run in simulation mode with Kernel Tuner's default hyperparameters and `max_fevals` = the "
         "trials budget. **agent s**: the entry's own compute per run (a Kernel Tuner strategy: its whole simulated "
         "run).", "",
-        "| rank | entry | source | P (trials) | 95% band | P (time) | 95% band | " + " | ".join(devices)
-        + " | runs | agent s |",
-        "|---:|---|---|---:|---|---:|---|" + "---:|" * len(devices) + "---:|---:|",
+        "| rank | entry | source | P (trials) | 95% band | > next (trials) | P (time) | 95% band | > next (time) | "
+        + " | ".join(devices) + " | runs | agent s |",
+        "|---:|---|---|---:|---|---|---:|---|---|" + "---:|" * len(devices) + "---:|---:|",
     ]
+    ranking = [r["entry"] for r in rows]
+    sig = significance.compare_cells(lb.cells.values(), ranking)
     for i, r in enumerate(rows, 1):
         t, s = r["trials"], r["time"]
+        after = ranking[i] if i < len(ranking) else None
         cells = [f"{_fmt(r['devices'][d][0], 2)} / {_fmt(r['devices'][d][1], 2)}" for d in devices]
         na = f" ({r['na_tasks']} tasks n/a)" if r["na_tasks"] else ""
+        marks = [significance.next_cell(sig, r["entry"], after, axis) for axis in ("trials", "time")]
         lines.append(f"| {i} | {r['entry']} | {'Kernel Tuner' if r['kernel_tuner'] else 'tune_gym'} | "
-                     f"{_fmt(t['mean'])} | [{_fmt(t['lower'])}, {_fmt(t['upper'])}] | {_fmt(s['mean'])} | "
-                     f"[{_fmt(s['lower'])}, {_fmt(s['upper'])}] | " + " | ".join(cells)
+                     f"{_fmt(t['mean'])} | [{_fmt(t['lower'])}, {_fmt(t['upper'])}] | {marks[0]} | {_fmt(s['mean'])} | "
+                     f"[{_fmt(s['lower'])}, {_fmt(s['upper'])}] | {marks[1]} | " + " | ".join(cells)
                      + f" | {r['runs']}{na} | {_fmt(r['agent_secs'], 2)} |")
     lines += _notes(lb, rows)
+    lines += ["", significance.explanation(sig)]
     lines += ["", f"![random-relative score P(t)]({_relative(png, out.parent)})", ""]
+    lines += significance.matrix_lines(sig, heading="###")
     lines += _task_tables(lb, rows, labels)
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out

@@ -8,8 +8,10 @@ best known (median and IQR); the random-relative score P on trials and on simula
 (exhaustively measured tasks only: its random-search baseline is exact there), averaged over
 the methodology's budget; the agent's own compute seconds beside the simulated measurement
 seconds. Per agent: the weighted geometric means of the normalised throughputs (weights: task
-occurrences in the network) and P averaged over tasks, with a 95% band over seeds. Metric
-definitions are in :mod:`benchmarks.leaderboard.metrics`.
+occurrences in the network) and P averaged over tasks, with a 95% band over seeds, and whether
+its P is significantly above the next-ranked agent's on the same runs (and, for the top ranks,
+every pair: :mod:`benchmarks.leaderboard.significance`). Metric definitions are in
+:mod:`benchmarks.leaderboard.metrics`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.leaderboard import metrics as M
+from benchmarks.leaderboard import significance
 from benchmarks.leaderboard.results import read_results
 
 __all__ = ["Leaderboard", "compute", "write_leaderboard"]
@@ -320,13 +323,18 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
         "every network weighing the same; **to 95%** = median over tasks "
         "of the median trials to 95% of the best known; **agent s** = the agent's own compute per run (model "
         "fitting, search), apart from **measure s**, the simulated measurement time per run.", "",
-        "| rank | agent | P (trials) | P band | P (time) | P (run budget) | vs best | vs PyTorch | to 95% | agent s "
-        "| measure s | runs |",
-        "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| rank | agent | P (trials) | P band | > next (trials) | P (time) | > next (time) | P (run budget) | vs best "
+        "| vs PyTorch | to 95% | agent s | measure s | runs |",
+        "|---:|---|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    ranking = [r["agent"] for r in lb.rows]
+    sig = significance.compare_cells(lb.cells.values(), ranking)
     for i, r in enumerate(lb.rows, 1):
+        after = ranking[i] if i < len(ranking) else None
         lines.append(f"| {i} | {r['agent']} | {_fmt(r['p_trials'])} | [{_fmt(r['p_lower'])}, {_fmt(r['p_upper'])}] "
-                     f"| {_fmt(r['p_time'])} | {_fmt(r['p_run'])} | {_fmt(r['vs_best'])} | {_vs_reference(r)} | "
+                     f"| {significance.next_cell(sig, r['agent'], after, 'trials')} | {_fmt(r['p_time'])} "
+                     f"| {significance.next_cell(sig, r['agent'], after, 'time')} "
+                     f"| {_fmt(r['p_run'])} | {_fmt(r['vs_best'])} | {_vs_reference(r)} | "
                      f"{_fmt(r['to95'], 0)} | {_fmt(r['agent_secs'], 1)} | {_fmt(r['measure_secs'], 0)} | "
                      f"{r['runs']}{' (' + str(r['na_tasks']) + ' tasks n/a)' if r['na_tasks'] else ''} |")
     suspect = {tid: td.reference_suspect for tid, td in lb.tasks.items() if td.reference_suspect}
@@ -348,7 +356,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     if missing:
         lines += ["", "Runs of the suite not in the results yet (`tune-gym bench --suite NAME` adds them): "
                   + ", ".join(f"{a} {n}" for a, n in sorted(missing.items())) + "."]
-    lines += ["", "## Best-so-far at fixed trial counts", "",
+    lines += ["", significance.explanation(sig), ""] + significance.matrix_lines(sig)
+    lines += ["## Best-so-far at fixed trial counts", "",
               "Best GFLOPS found within the first k trials over the best known, median over seeds, geometric mean "
               "over tasks with the same weights as **vs best** (a jump start shows in the first columns; a run that "
               "stopped before k trials counts with its final best).", ""]
