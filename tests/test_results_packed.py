@@ -375,6 +375,23 @@ def test_compaction_merges_the_segments_into_one_file_and_packs_go_on_after_it(r
     assert _texts(path) == [*real, P.line_text(extra)]
 
 
+def test_a_reader_that_a_compaction_overtakes_reads_the_files_again(real, tmp_path, monkeypatch):
+    path = tmp_path / "r.parquet"
+    _three_segments(real, path)
+    listed, listings = P.segment_paths, []
+
+    def then_compaction(where: Any) -> list[Path]:
+        files = listed(where)
+        listings.append(len(files))
+        if len(listings) == 1:  # between the reader's listing and its reading
+            assert P.merge_segments(path) == 3
+        return files
+
+    monkeypatch.setattr(P, "segment_paths", then_compaction)
+    assert _texts(path) == real
+    assert listings[0] == 3 and listings[-1] == 0
+
+
 @pytest.mark.parametrize("step", ["write", "rename", "remove", "remove_one"])
 def test_a_compaction_killed_at_any_step_loses_nothing_and_counts_nothing_twice(real, tmp_path, monkeypatch, step):
     path = tmp_path / "r.parquet"
