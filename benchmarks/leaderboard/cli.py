@@ -107,7 +107,8 @@ def cmd_results(args: argparse.Namespace) -> int:
             moved = pack_results(path)
             print(f"{results_paths(path)[0]}: {moved} runs moved from the journal")
             if args.compact:
-                print(f"{results_paths(path)[0]}: {compact_results(path)} segments merged into it")
+                merged = compact_results(path)
+                print(f"{results_paths(path)[0]}: {merged} segment{'' if merged == 1 else 's'} merged into it")
         return 0
     runs = unpack_results(args.results[0], args.out)
     print(f"{args.out}: {runs} runs")
