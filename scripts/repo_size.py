@@ -14,7 +14,8 @@ results), not as text dumps. Budgets (stated in the README, checked by
   100 MB).
 
 Sizes are those of the working tree's copies of the files ``git ls-files`` lists (a file
-deleted but not yet staged counts as gone). History is not counted: git keeps every earlier
+deleted but not yet staged counts as gone); the segments packed results grow by
+(``NAME.parquet.d/0001.parquet``, ...) are files like any other. History is not counted: git keeps every earlier
 version, which only rewriting history removes.
 
 Usage:

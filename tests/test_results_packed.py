@@ -1,5 +1,6 @@
 """Packed results (benchmarks.leaderboard.packed) and the journal that feeds them (results.py):
-lossless on real runs and odd values, crash-safe at every step of a pack, named by either file."""
+lossless on real runs and odd values, crash-safe at every step of a pack and of a compaction,
+appended a segment at a time (each linked to the one before), named by either file."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from benchmarks.leaderboard import packed as P
 from benchmarks.leaderboard.results import (
     ResultsError,
     ResultsFile,
+    compact_results,
     pack_results,
     read_results,
     results_lines,
@@ -178,16 +181,31 @@ def _fail(monkeypatch: pytest.MonkeyPatch, step: str) -> None:
         monkeypatch.setattr(JsonlAppender, "clear", boom)
 
 
+def _session(path: Path, texts: list[str]) -> None:
+    """A later bench session appending the runs ``texts`` to the results ``path``."""
+    suite = Suite.from_dict(json.loads(_texts(path)[0])["suite"])
+    with ResultsFile.open(path, suite) as results:
+        for text in texts:
+            results.append(json.loads(text))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 @pytest.mark.parametrize("step", ["encode", "write", "rename", "empty"])
 def test_a_pack_killed_at_any_step_loses_nothing_and_counts_nothing_twice(real, tmp_path, monkeypatch, step):
     path = tmp_path / "r.parquet"
     _journal(tmp_path / "r.jsonl", real[:5])
-    pack_results(path)  # 4 runs packed
+    pack_results(path)  # 4 runs packed: the first file
+    _session(path, real[5:9])
+    assert pack_results(path) == 4  # the first segment
+    first = _digest(path)
     header = json.loads(real[0])
     suite = Suite.from_dict(header["suite"])
-    with ResultsFile.open(path, suite) as results:  # a later session appends 8 more
-        assert results.done == {json.loads(t)["key"] for t in real[1:5]}
-        for text in real[5:]:
+    with ResultsFile.open(path, suite) as results:  # a later session appends 4 more
+        assert results.done == {json.loads(t)["key"] for t in real[1:9]}
+        for text in real[9:]:
             results.append(json.loads(text))
     every = real
     with monkeypatch.context() as m:
@@ -199,9 +217,211 @@ def test_a_pack_killed_at_any_step_loses_nothing_and_counts_nothing_twice(real, 
     assert len(runs) == len({r["key"] for r in runs}) == len(every) - 1
     with ResultsFile.open(path, suite) as results:  # a resumed bench has nothing left to run
         assert results.done == {json.loads(t)["key"] for t in every[1:]}
-        assert results.pack() == (0 if step == "empty" else 8)
+        assert results.pack() == (0 if step == "empty" else 4)
     assert (tmp_path / "r.jsonl").read_text() == ""
-    assert P.read_packed(path).rows == len(every) - 1 and _texts(path) == every
+    assert _digest(path) == first  # the first file is never rewritten
+    assert [P.read_packed(f).rows for f in P.segment_paths(path)] == [4, 4]
+    assert _texts(path) == every
+    assert not list(P.segments_dir(path).glob("*.tmp")) or step == "write"
+
+
+# ------------------------------------------------------------------------------------------ segments
+
+
+def test_each_pack_appends_a_segment_that_reads_as_one_file_with_the_first(real, tmp_path):
+    header = json.loads(real[0])
+    update = P.line_text({"suite_update": header["suite"], "suite_digest": header["suite_digest"], "time": 2.5})
+    texts = [*real[:4], update, *real[4:]]  # a suite update in the second session
+    path = tmp_path / "r.parquet"
+    _journal(tmp_path / "r.jsonl", texts[:4])
+    assert pack_results(path) == 3
+    _journal(tmp_path / "r.jsonl", [real[0], *texts[4:8]])
+    assert pack_results(path) == 3
+    _journal(tmp_path / "r.jsonl", [real[0], *texts[8:]])
+    assert pack_results(path) == 6
+    assert P.segment_paths(path) == [tmp_path / "r.parquet.d" / f"000{i}.parquet" for i in (1, 2)]
+    parts = P.read_parts(path, verify=True)
+    assert [(p.rows, len(p.updates)) for p in parts] == [(3, 0), (3, 1), (6, 0)]
+    assert [p.segment["first_line"] for p in parts[1:]] == [5, 9]
+    assert parts[1].segment["previous"] == parts[0].seal and parts[2].segment["previous"] == parts[1].seal
+    scan = scan_results(path, verify=True)
+    assert [r.lineno for r in scan.runs] == [2, 3, 4, 6, 7, 8, *range(9, 15)]
+    assert [v.lineno for v in scan.versions] == [1, 5] and scan.versions[1].source == parts[1].path
+    assert scan.runs[3].source == parts[1].path and scan.runs[-1].where == f"{parts[2].path}:14"
+    assert _texts(path) == texts
+    # unpacked, the segments give back what the same runs packed as one file give back, byte for byte
+    _journal(tmp_path / "one.jsonl", texts)
+    pack_results(tmp_path / "one.jsonl")
+    assert not P.segments_dir(tmp_path / "one.parquet").exists()
+    unpack_results(path, tmp_path / "back.jsonl")
+    unpack_results(tmp_path / "one.parquet", tmp_path / "one_back.jsonl")
+    assert (tmp_path / "back.jsonl").read_bytes() == (tmp_path / "one_back.jsonl").read_bytes() \
+        == "".join(t + "\n" for t in texts).encode()
+
+
+def test_a_pack_reads_only_the_footers_and_keys_of_the_runs_packed_before(real, tmp_path, monkeypatch):
+    from tune_gym.datasets import parquet_io
+
+    path = tmp_path / "r.parquet"
+    _journal(tmp_path / "r.jsonl", real[:5])
+    pack_results(path)
+    _session(path, real[5:9])
+    pack_results(path)
+    _session(path, real[9:])
+    reads: list[tuple[str, tuple[str, ...], bool]] = []
+    decoded: list[int] = []
+    read_rows, decode = parquet_io.read_rows, P.decode
+
+    def spy_read(where: Any, columns: Any, *args: Any, only: bool = False) -> Any:
+        reads.append((Path(where).name, tuple(columns), only))
+        return read_rows(where, columns, *args, only=only)
+
+    def spy_decode(table: Any) -> Any:
+        decoded.append(table.num_rows)
+        return decode(table)
+
+    monkeypatch.setattr(parquet_io, "read_rows", spy_read)
+    monkeypatch.setattr(P, "decode", spy_decode)
+    assert pack_results(path) == 4
+    assert reads == [("r.parquet", ("key", "verbatim"), True), ("0001.parquet", ("key", "verbatim"), True)]
+    assert decoded == [4]  # only the new runs, as encode checks them
+
+
+def _three_segments(real: list[str], path: Path) -> None:
+    _journal(path.with_suffix(".jsonl"), real[:4])
+    pack_results(path)
+    for texts in (real[4:7], real[7:10], real[10:]):
+        _session(path, texts)
+        pack_results(path)
+    assert len(P.segment_paths(path)) == 3
+
+
+def test_a_missing_renamed_swapped_or_foreign_segment_is_refused(real, tmp_path):
+    path, folder = tmp_path / "r.parquet", tmp_path / "r.parquet.d"
+    _three_segments(real, path)
+    seg = [folder / f"000{i}.parquet" for i in (1, 2, 3)]
+    kept = {f: f.read_bytes() for f in seg}
+
+    def refused(pattern: str) -> None:
+        with pytest.raises(ResultsError, match=pattern):
+            read_results(path)
+        for f, data in kept.items():  # restore
+            f.write_bytes(data)
+
+    seg[0].unlink()
+    refused(r"0002\.parquet: segment 1, .*0001\.parquet, is missing before it")
+    seg[1].rename(folder / "0004.parquet")
+    refused(r"0003\.parquet: segment 2, .*0002\.parquet, is missing before it")
+    (folder / "0004.parquet").unlink()
+    seg[0].write_bytes(kept[seg[1]])
+    seg[1].write_bytes(kept[seg[0]])
+    refused(r"0001\.parquet: holds segment 2, not 1: segment files were renamed or swapped")
+    other = tmp_path / "other" / "r.parquet"  # the same runs packed in other sessions
+    other.parent.mkdir()
+    _journal(other.with_suffix(".jsonl"), real[:3])
+    pack_results(other)
+    _session(other, real[3:7])
+    pack_results(other)
+    seg[0].write_bytes((other.parent / "r.parquet.d" / "0001.parquet").read_bytes())
+    refused(r"0001\.parquet: does not follow .*r\.parquet \(its link to it differs\)")
+    (folder / "notes.txt").write_text("x")
+    refused(r"notes\.txt: not a segment of .*r\.parquet \(they are named 0001\.parquet, 0002\.parquet")
+    (folder / "notes.txt").unlink()
+    shutil.copyfile(path, seg[1])  # a first file is no segment
+    refused(r"0002\.parquet: not a segment \(its footer has no segment link\)")
+    assert _texts(path) == real
+
+
+def test_an_edited_segment_is_refused_naming_it(real, tmp_path):
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "r.parquet"
+    _three_segments(real, path)
+    seg = P.segment_path(path, 2)
+    table = pq.read_table(seg)
+    footer = json.loads(table.schema.metadata[P.META_KEY])
+    gflops = table.column("gflops").to_pylist()
+    gflops[0][0] *= 2
+    edited = table.set_column(table.column_names.index("gflops"), "gflops", [gflops])
+    pq.write_table(edited.replace_schema_metadata({P.META_KEY: json.dumps(footer).encode()}), seg)
+    read_results(path)
+    with pytest.raises(ResultsError, match=r"0002\.parquet: checksum mismatch"):
+        read_results(path, verify=True)
+    footer["segment"]["first_line"] = 2
+    pq.write_table(table.replace_schema_metadata({P.META_KEY: json.dumps(footer).encode()}), seg)
+    with pytest.raises(ResultsError, match=r"0002\.parquet: seal mismatch"):
+        read_results(path)
+
+
+# ------------------------------------------------------------------------------------------ compaction
+
+
+def test_compaction_merges_the_segments_into_one_file_and_packs_go_on_after_it(real, tmp_path, capsys):
+    path = tmp_path / "r.parquet"
+    _three_segments(real, path)
+    seals = [P.read_packed(f, verify=False, columns=None).seal for f in P.segment_paths(path)]
+    assert main(["results", "pack", "--compact", str(path)]) == 0
+    assert "r.parquet: 3 segments merged into it" in capsys.readouterr().out
+    assert not P.segments_dir(path).exists()
+    merged = P.read_packed(path)
+    assert merged.rows == 12 and merged.merged == tuple(seals)
+    assert _texts(path) == real
+    assert compact_results(path) == 0  # nothing left to merge
+    extra = json.loads(real[1])
+    extra["key"] += "/again"
+    _session(path, [P.line_text(extra)])  # later runs go on as segments of the merged file
+    assert pack_results(path) == 1
+    assert P.read_parts(path)[1].segment == {"index": 1, "first_line": 14, "previous": merged.seal}
+    assert _texts(path) == [*real, P.line_text(extra)]
+
+
+def test_a_reader_that_a_compaction_overtakes_reads_the_files_again(real, tmp_path, monkeypatch):
+    path = tmp_path / "r.parquet"
+    _three_segments(real, path)
+    listed, listings = P.segment_paths, []
+
+    def then_compaction(where: Any) -> list[Path]:
+        files = listed(where)
+        listings.append(len(files))
+        if len(listings) == 1:  # between the reader's listing and its reading
+            assert P.merge_segments(path) == 3
+        return files
+
+    monkeypatch.setattr(P, "segment_paths", then_compaction)
+    assert _texts(path) == real
+    assert listings[0] == 3 and listings[-1] == 0
+
+
+@pytest.mark.parametrize("step", ["write", "rename", "remove", "remove_one"])
+def test_a_compaction_killed_at_any_step_loses_nothing_and_counts_nothing_twice(real, tmp_path, monkeypatch, step):
+    path = tmp_path / "r.parquet"
+    _three_segments(real, path)
+    with monkeypatch.context() as m:
+        if step in ("write", "rename"):
+            _fail(m, step)
+        else:  # the merged file renamed into place; none, or one, of the segments removed
+            unlink = Path.unlink
+
+            def boom(self: Path, *args: Any, **kwargs: Any) -> None:
+                if step == "remove_one" and self.name == "0001.parquet":
+                    return unlink(self, *args, **kwargs)
+                raise KeyboardInterrupt(step)
+            m.setattr(Path, "unlink", boom)
+        with pytest.raises(KeyboardInterrupt, match=step):
+            compact_results(path)
+    assert _texts(path) == real  # all runs, once each, in order
+    read_results(path, verify=True)
+    left = len(P.segment_paths(path))
+    assert left == {"write": 3, "rename": 3, "remove": 3, "remove_one": 2}[step]
+    assert (P.read_packed(path).rows == 12) == (step.startswith("remove"))
+    extra = json.loads(real[1])
+    extra["key"] += "/again"
+    _session(path, [P.line_text(extra)])  # a pack after it removes what the compaction left
+    assert pack_results(path) == 1
+    assert len(P.segment_paths(path)) == (1 if step.startswith("remove") else 4)
+    assert _texts(path) == [*real, P.line_text(extra)]
+    assert compact_results(path) >= 1 and not P.segments_dir(path).exists()
+    assert _texts(path) == [*real, P.line_text(extra)]
 
 
 def test_a_journal_beside_a_packed_file_starts_with_its_header_and_is_read_after_it(real, tmp_path):

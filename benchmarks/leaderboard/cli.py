@@ -3,7 +3,8 @@
     tune-gym bench --suite quick [--jobs N] [--seeds S] [--agents a,b] [--out FILE] [--ray ADDRESS]
     tune-gym leaderboard [RESULTS] [--out LEADERBOARD.md]
     tune-gym validate RESULTS [--rerun N]
-    tune-gym results pack RESULTS...          move the journals' runs into the packed files
+    tune-gym results pack RESULTS...          move the journals' runs into the packed files (a new segment)
+    tune-gym results pack --compact RESULTS   ... and merge the segments into one packed file (a release)
     tune-gym results unpack RESULTS OUT.jsonl  every line, as one JSON Lines file
 
 RESULTS names results by their packed file ``X.parquet`` or their journal ``X.jsonl``
@@ -99,12 +100,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from benchmarks.leaderboard.results import pack_results, results_paths, unpack_results
+    from benchmarks.leaderboard.results import compact_results, pack_results, results_paths, unpack_results
 
     if args.action == "pack":
         for path in args.results:
             moved = pack_results(path)
             print(f"{results_paths(path)[0]}: {moved} runs moved from the journal")
+            if args.compact:
+                merged = compact_results(path)
+                print(f"{results_paths(path)[0]}: {merged} segment{'' if merged == 1 else 's'} merged into it")
         return 0
     runs = unpack_results(args.results[0], args.out)
     print(f"{args.out}: {runs} runs")
@@ -144,8 +148,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("results", help="pack results (their journal into the Parquet file) or unpack them to JSONL")
     rsub = p.add_subparsers(dest="action", required=True)
     q = rsub.add_parser("pack", help="move the runs of the results' journals (X.jsonl) into their packed files "
-                                     "(X.parquet)")
+                                     "(the next segment of X.parquet, X.parquet.d/NNNN.parquet)")
     q.add_argument("results", type=Path, nargs="+")
+    q.add_argument("--compact", action="store_true",
+                   help="then merge X.parquet and its segments into one new X.parquet (for a release)")
     q.set_defaults(fn=cmd_results)
     q = rsub.add_parser("unpack", help="write every line of the results, in order, to a new JSON Lines file")
     q.add_argument("results", type=Path, nargs=1)

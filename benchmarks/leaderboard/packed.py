@@ -1,4 +1,4 @@
-"""Packed results: a results file's runs as one Parquet table, one row per run, lossless.
+"""Packed results: a results file's runs as Parquet tables, one row per run, lossless.
 
 A results file (:mod:`.results`) in JSON Lines form holds every trial of every run as JSON
 text, tens of kilobytes a run; packed, the same runs take about a tenth of that or less, and read
@@ -39,6 +39,30 @@ dictionary-encoded; the clock's steps and the GFLOPS repeat per config and compr
 run as JSON text (:func:`line_text`); a row that differs is kept whole in ``verbatim``, so
 packing never changes a run. The footer keeps the results file's header and ``suite_update``
 lines as their JSON text (key order included) and where each update stood among the runs.
+
+**Segments.** Results grow a session at a time, and the first packed file ``X.parquet`` is
+never rewritten to add runs: each pack writes only the runs it moves, as the next **segment**,
+``X.parquet.d/0001.parquet``, ``0002.parquet``, ... (:func:`segment_path`). So a commit after
+a session adds only that session's runs to the history, and a pack reads only the earlier
+files' footers and ``key`` column. A folder beside the first file, not more ``X.N.parquet``
+files beside it, because results are named by their ``.parquet`` file: a ``*.parquet`` glob
+over the results folder still finds each results once, ``X.parquet.d/*.parquet`` finds a
+results' segments, and their numbers (zero-padded, so they also sort by name) give the order.
+A segment is a packed file like the first (same columns and encoder; its footer has the
+results' header and its own rows checksum, suite updates and seal) whose footer also links it
+into a chain (``segment``, covered by its seal): its ``index``, the ``first_line`` it holds
+(its first line's number in the results as one JSON Lines file) and the ``previous`` file's
+seal. :func:`read_parts` reads the first file and its segments in order and checks every link,
+so a segment that is missing before another, renamed, reordered, replaced or copied from other
+results is an error naming it (a missing *last* segment looks like one never written: the
+repository's history shows it).
+
+**Compaction** (:func:`merge_segments`, for a release) writes every row as one new first file
+and then removes the segment files. The new file's footer lists the seals of the segments it
+holds (``merged``); a reader skips those, so a compaction killed before it removed them loses
+and repeats nothing, and the next pack or compaction removes them (:func:`drop_merged`). A
+reader lists the segments before it reads the first file and reads again if one vanishes
+meanwhile, so a compaction finishing under it does not hide a run either.
 """
 
 from __future__ import annotations
@@ -46,8 +70,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +81,9 @@ import numpy as np
 from tune_gym.datasets import parquet_io
 from tune_gym.errors import TuneGymError
 
-__all__ = ["COLUMNS", "META_KEY", "PACKED_SCHEMA", "Packed", "PackedError", "concat", "decode", "encode", "line_text",
-           "read_packed", "write_packed"]
+__all__ = ["COLUMNS", "META_KEY", "PACKED_SCHEMA", "Packed", "PackedError", "concat", "decode", "drop_merged", "encode",
+           "line_text", "merge_segments", "read_packed", "read_parts", "segment_path", "segment_paths", "segments_dir",
+           "write_packed", "write_segment"]
 
 #: Version of the packed layout; bump it when columns or the footer change meaning.
 PACKED_SCHEMA = 1
@@ -67,8 +93,13 @@ META_KEY = b"tune_gym_results"
 SPEC_FIELDS = ("agent", "task", "preset", "backend", "seed", "budget", "batch", "options")
 #: Runs encoded (and checked) at a time.
 CHUNK = 256
-#: The footer fields the seal covers with the rows checksum.
+#: The footer fields the seal covers with the rows checksum...
 SEALED_FIELDS = ("schema", "rows", "header", "updates")
+#: ... and those it covers when the footer has them (a segment's link, a compaction's merged segments).
+OPTIONAL_SEALED_FIELDS = ("segment", "merged")
+#: Digits of a segment's number in its file name (more when there are more segments).
+SEGMENT_DIGITS = 4
+_WHAT = "packed results"
 
 # How each field of a run line is stored: its column and the kind of value that column holds
 # exactly (``text``: a string; ``word``: a string that repeats, dictionary-encoded; ``json``:
@@ -232,11 +263,11 @@ def _encode_chunk(runs: Sequence[dict[str, Any]]) -> Any:
     return table
 
 
-def concat(first: Any, second: Any) -> Any:
-    """The rows of two packed tables, one after the other."""
+def concat(tables: Sequence[Any]) -> Any:
+    """The rows of packed tables, one after the other."""
     pa, _ = parquet_io.arrow(PackedError)
     schema = _schema()
-    return pa.concat_tables([first.cast(schema), second.cast(schema)])
+    return pa.concat_tables([table.cast(schema) for table in tables])
 
 
 # ------------------------------------------------------------------------------------------ decoding
@@ -325,55 +356,254 @@ def _value(kind: str, stored: Any) -> Any:
 
 @dataclass
 class Packed:
-    """A packed results file: its header and ``suite_update`` lines (objects, with where each
-    update stood: after how many runs) and its rows (a ``pyarrow.Table``, :func:`decode` them)."""
+    """One packed file, the results' first file or a segment (see the module docstring).
+
+    ``header`` and ``updates``: the results' header and this file's ``suite_update`` lines
+    (objects, with where each update stood: after how many of this file's runs). ``table``:
+    its rows (a ``pyarrow.Table`` of the columns read, :func:`decode` them), None when only the
+    footer was read. ``segment``: for a segment, its ``index``, the ``first_line`` it holds
+    and the seal of the ``previous`` file. ``merged``: the seals of the segments a compaction
+    merged into this (first) file."""
 
     path: Path
     header: dict[str, Any]
     updates: list[tuple[int, dict[str, Any]]]
     table: Any
+    rows: int
+    checksum: str
+    seal: str
+    segment: dict[str, Any] | None = None
+    merged: tuple[str, ...] = ()
 
     @property
-    def rows(self) -> int:
-        return int(self.table.num_rows)
+    def lines(self) -> int:
+        """The results lines it holds besides the header: its suite updates and runs."""
+        return self.rows + len(self.updates)
+
+
+def _sealed(footer: dict[str, Any]) -> tuple[str, ...]:
+    """The footer fields its seal covers: :data:`SEALED_FIELDS`, and the optional ones it has."""
+    return (*SEALED_FIELDS, *(f for f in OPTIONAL_SEALED_FIELDS if f in footer))
 
 
 def write_packed(path: str | os.PathLike[str], header: dict[str, Any], updates: Sequence[tuple[int, dict[str, Any]]],
-                 table: Any) -> Path:
-    """Write a packed results file atomically (a temp file, fsynced, then renamed over ``path``)."""
-    footer = {"schema": PACKED_SCHEMA, "rows": table.num_rows, "header": line_text(header),
-              "updates": [{"at": at, "line": line_text(u)} for at, u in updates],
-              "checksum": parquet_io.rows_checksum(table)}
-    footer["seal"] = parquet_io.seal_of(footer, SEALED_FIELDS)
+                 table: Any, *, segment: dict[str, Any] | None = None, merged: Sequence[str] = ()) -> Path:
+    """Write a packed file atomically (a temp file, fsynced, then renamed over ``path``);
+    ``segment`` and ``merged`` go into its footer (see :class:`Packed`)."""
+    footer: dict[str, Any] = {"schema": PACKED_SCHEMA, "rows": table.num_rows, "header": line_text(header),
+                              "updates": [{"at": at, "line": line_text(u)} for at, u in updates],
+                              "checksum": parquet_io.rows_checksum(table)}
+    if segment is not None:
+        footer["segment"] = segment
+    if merged:
+        footer["merged"] = list(merged)
+    footer["seal"] = parquet_io.seal_of(footer, _sealed(footer))
     return parquet_io.write_table(table.cast(_schema()), META_KEY, footer, path, PackedError)
 
 
-def read_packed(path: str | os.PathLike[str], verify: bool = True) -> Packed:
-    """Read a packed results file; with ``verify``, its rows must match the checksum it was written with.
+def read_packed(path: str | os.PathLike[str], verify: bool = True,
+                columns: Sequence[str] | None = COLUMNS) -> Packed:
+    """Read one packed file: its footer, and the rows of ``columns`` (None: no rows, ``table``
+    is None); with ``verify`` (every column read), the rows must match their checksum.
 
     Raises:
         PackedError: naming the file: missing, unreadable, not packed results, another layout
             version, a footer whose fields are missing or mistyped, a seal or checksum mismatch.
     """
-    path = Path(path)
-    what = "packed results"
-    footer = parquet_io.read_footer(path, META_KEY, what, PackedError)
-    parquet_io.check_schema(footer, PACKED_SCHEMA, path, what, PackedError,
+    return _with_rows(_read_footer(Path(path)), verify, columns)
+
+
+def _read_footer(path: Path) -> Packed:
+    """A packed file's footer, checked against its seal; no rows."""
+    footer = parquet_io.read_footer(path, META_KEY, _WHAT, PackedError)
+    parquet_io.check_schema(footer, PACKED_SCHEMA, path, _WHAT, PackedError,
                             "Use the tune_gym release that wrote it")
     try:
         header = json.loads(footer["header"])
         updates = [(int(u["at"]), json.loads(u["line"])) for u in footer["updates"]]
         rows, checksum = int(footer["rows"]), str(footer["checksum"])
+        link = footer.get("segment")
+        segment = None if link is None else {"index": int(link["index"]), "first_line": int(link["first_line"]),
+                                             "previous": str(link["previous"])}
+        merged = tuple(str(seal) for seal in footer.get("merged", ()))
     except (KeyError, TypeError, ValueError) as err:
-        raise PackedError(f"{what} {path}: its footer lacks or mistypes a field ({type(err).__name__}: {err})") \
+        raise PackedError(f"{_WHAT} {path}: its footer lacks or mistypes a field ({type(err).__name__}: {err})") \
             from None
-    if footer.get("seal") != parquet_io.seal_of(footer, SEALED_FIELDS):
-        raise PackedError(f"{what} {path}: seal mismatch: its header, suite updates or row count are not what it was "
-                          "written with (the file was edited or corrupted); restore it (e.g. `git checkout -- FILE`)")
-    table = parquet_io.read_rows(path, COLUMNS, what, PackedError)
-    if table.num_rows != rows or (verify and parquet_io.rows_checksum(table) != checksum):
-        raise PackedError(f"{what} {path}: checksum mismatch: its rows are not the rows it was written with (the "
-                          "file was edited or corrupted); restore it (e.g. `git checkout -- FILE`)")
+    if footer.get("seal") != parquet_io.seal_of(footer, _sealed(footer)):
+        raise PackedError(f"{_WHAT} {path}: seal mismatch: its header, suite updates or row count are not what it "
+                          "was written with (the file was edited or corrupted); restore it (e.g. `git checkout -- "
+                          "FILE`)")
     if not isinstance(header, dict) or any(not isinstance(u, dict) or not 0 <= at <= rows for at, u in updates):
-        raise PackedError(f"{what} {path}: its footer's header or suite updates are not results lines")
-    return Packed(path, header, updates, table)
+        raise PackedError(f"{_WHAT} {path}: its footer's header or suite updates are not results lines")
+    return Packed(path, header, updates, None, rows, checksum, str(footer["seal"]), segment, merged)
+
+
+def _with_rows(packed: Packed, verify: bool, columns: Sequence[str] | None) -> Packed:
+    """``packed`` with the rows of ``columns`` read (see :func:`read_packed`)."""
+    if columns is None:
+        return packed
+    if verify and tuple(columns) != COLUMNS:
+        raise ValueError("read_packed: verify reads every column")
+    table = parquet_io.read_rows(packed.path, columns, _WHAT, PackedError, only=tuple(columns) != COLUMNS)
+    if table.num_rows != packed.rows or (verify and parquet_io.rows_checksum(table) != packed.checksum):
+        raise PackedError(f"{_WHAT} {packed.path}: checksum mismatch: its rows are not the rows it was written with "
+                          "(the file was edited or corrupted); restore it (e.g. `git checkout -- FILE`)")
+    return replace(packed, table=table)
+
+
+# ------------------------------------------------------------------------------------------ segments
+
+
+def segments_dir(path: str | os.PathLike[str]) -> Path:
+    """The folder of the segments of the packed file ``path``: ``X.parquet.d`` for ``X.parquet``."""
+    path = Path(path)
+    return path.with_name(path.name + ".d")
+
+
+def segment_path(path: str | os.PathLike[str], index: int) -> Path:
+    """The file of segment ``index`` (1, 2, ...) of the packed file ``path``: ``X.parquet.d/0001.parquet``."""
+    return segments_dir(path) / f"{index:0{SEGMENT_DIGITS}d}.parquet"
+
+
+def segment_paths(path: str | os.PathLike[str]) -> list[Path]:
+    """The segment files of the packed file ``path``, by number (a killed writer's temp files
+    left out). PackedError for any other file in their folder (naming it)."""
+    folder = segments_dir(path)
+    if not folder.is_dir():
+        return []
+    found: dict[int, Path] = {}
+    for file in folder.iterdir():
+        if file.name.endswith(".tmp"):
+            continue
+        match = re.fullmatch(r"([0-9]+)\.parquet", file.name)
+        if match is None or int(match[1]) < 1 or file.name != segment_path(path, int(match[1])).name:
+            raise PackedError(f"{file}: not a segment of {path} (they are named {segment_path(path, 1).name}, "
+                              f"{segment_path(path, 2).name}, ... once each): move it out of {folder}")
+        found[int(match[1])] = file
+    return [found[n] for n in sorted(found)]
+
+
+class _Vanished(Exception):
+    """A segment file removed while it was being read (a compaction finishing meanwhile)."""
+
+
+def read_parts(path: str | os.PathLike[str], verify: bool = False,
+               columns: Sequence[str] | None = COLUMNS) -> list[Packed]:
+    """The packed file ``path`` and its segments, in line order, each read as
+    :func:`read_packed` reads it, the chain of their footers checked (see the module docstring).
+    Segments a compaction merged into ``path`` already are left out.
+
+    Raises:
+        PackedError: what :func:`read_packed` raises, naming the file; a segment that is
+            missing, renamed, reordered, replaced or of other results.
+    """
+    path = Path(path)
+    for _ in range(3):
+        files = segment_paths(path)  # listed before the first file is read: see the module docstring
+        try:
+            return _read_parts(path, files, verify, columns)
+        except _Vanished:
+            continue
+    raise PackedError(f"{_WHAT} {path}: its segments kept changing while they were read; read them again")
+
+
+def _read_parts(path: Path, files: list[Path], verify: bool, columns: Sequence[str] | None) -> list[Packed]:
+    first = read_packed(path, verify, columns)
+    if first.segment is not None:
+        raise PackedError(f"{_WHAT} {path}: it is segment {first.segment['index']} of other results, not a "
+                          "results' first file")
+    parts = [first]
+    for file in files:
+        segment = _vanishing(_read_footer, file)
+        if segment.seal in first.merged:  # merged by a compaction that did not get to remove it
+            continue
+        _check_link(parts, segment, file)
+        parts.append(_vanishing(_with_rows, segment, verify, columns))
+    return parts
+
+
+def _vanishing(read: Any, file: Path | Packed, *args: Any) -> Packed:
+    """``read(file, *args)``, a file that is gone meanwhile raising :class:`_Vanished`."""
+    try:
+        return read(file, *args)  # type: ignore[no-any-return]
+    except PackedError:
+        if not (file.path if isinstance(file, Packed) else file).exists():
+            raise _Vanished from None
+        raise
+
+
+def _check_link(parts: list[Packed], segment: Packed, file: Path) -> None:
+    """Segment ``file`` must be the one that follows ``parts`` (see the module docstring)."""
+    index, previous, first = len(parts), parts[-1], parts[0]
+    restore = "restore the segments as they were written (e.g. `git checkout -- FOLDER`)"
+    if int(file.stem) != index:
+        raise PackedError(f"{_WHAT} {file}: segment {index}, {segment_path(first.path, index)}, is missing before it; "
+                          + restore)
+    link = segment.segment
+    if link is None:
+        raise PackedError(f"{_WHAT} {file}: not a segment (its footer has no segment link); {restore}")
+    if link["index"] != index:
+        raise PackedError(f"{_WHAT} {file}: holds segment {link['index']}, not {index}: segment files were renamed "
+                          f"or swapped; {restore}")
+    line = 2 + sum(p.lines for p in parts)
+    if link["previous"] != previous.seal or line_text(segment.header) != line_text(first.header) \
+            or link["first_line"] != line:
+        raise PackedError(f"{_WHAT} {file}: does not follow {previous.path} (its link to it differs): a segment "
+                          f"was replaced, or comes from other results; {restore}")
+
+
+def write_segment(path: str | os.PathLike[str], parts: Sequence[Packed], updates: Sequence[tuple[int, dict[str, Any]]],
+                  table: Any) -> Path:
+    """Write the rows ``table`` (and ``updates``, placed among them) as the segment that follows
+    ``parts`` (:func:`read_parts` of ``path``); returns its file. Segments a killed compaction
+    left are removed first (:func:`drop_merged`): the new one takes the first free number."""
+    drop_merged(path)
+    folder = segments_dir(path)
+    if not folder.is_dir():
+        folder.mkdir()
+        parquet_io.fsync(folder.parent)
+    index = len(parts)
+    link = {"index": index, "first_line": 2 + sum(p.lines for p in parts), "previous": parts[-1].seal}
+    return write_packed(segment_path(path, index), parts[0].header, updates, table, segment=link)
+
+
+def drop_merged(path: str | os.PathLike[str]) -> int:
+    """Remove the segment files of ``path`` that a compaction merged into it and did not get to
+    remove (it was killed); returns how many."""
+    first = _read_footer(Path(path))
+    gone = [file for file in segment_paths(path) if _read_footer(file).seal in first.merged]
+    _remove(path, gone)
+    return len(gone)
+
+
+def merge_segments(path: str | os.PathLike[str]) -> int:
+    """Compact ``path``: write its rows and every segment's as one new first file (verified
+    rows only), then remove the segment files; returns how many segments were merged.
+
+    The new file lists the seals of the segments it holds (``merged``), so a reader skips a
+    merged segment that a killed compaction left (:func:`drop_merged` removes it later)."""
+    drop_merged(path)
+    parts = read_parts(path, verify=True)
+    if len(parts) == 1:
+        return 0
+    updates, before = [], 0
+    for part in parts:
+        updates += [(before + at, update) for at, update in part.updates]
+        before += part.rows
+    write_packed(path, parts[0].header, updates, concat([p.table for p in parts]),
+                 merged=[p.seal for p in parts[1:]])
+    _remove(path, [p.path for p in parts[1:]])
+    return len(parts) - 1
+
+
+def _remove(path: str | os.PathLike[str], files: Sequence[Path]) -> None:
+    """Delete segment ``files`` of ``path`` (and their folder once it is empty), durably."""
+    if not files:
+        return
+    for file in files:
+        file.unlink()
+    folder = segments_dir(path)
+    parquet_io.fsync(folder)
+    if not any(folder.iterdir()):
+        folder.rmdir()
+        parquet_io.fsync(folder.parent)

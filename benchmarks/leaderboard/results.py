@@ -1,6 +1,6 @@
-"""Results files: every run of a benchmark suite, as a JSON Lines journal and a packed Parquet file.
+"""Results files: every run of a benchmark suite, as a JSON Lines journal and packed Parquet files.
 
-Results are named by a path ``X.parquet`` (``X.jsonl`` names the same results) and held in two files:
+Results are named by a path ``X.parquet`` (``X.jsonl`` names the same results) and held in two kinds of file:
 
 * ``X.jsonl``, the **journal**, where a running benchmark appends each run as it ends. One
   JSON object per line: the header (first line) holds the format version, the suite (its
@@ -13,24 +13,30 @@ Results are named by a path ``X.parquet`` (``X.jsonl`` names the same results) a
   Lines are appended with one ``write`` and fsynced under the journal's lock
   (:mod:`tune_gym.jsonl`), so a killed benchmark leaves at most a torn last line, which
   readers skip and the next writer cuts off before it appends.
-* ``X.parquet``, the **packed** runs (:mod:`.packed`): the same lines, one row per run,
-  columnar and compressed (about a tenth of the journal's size or less), given back exactly as
-  the journal held them. This is the file the repository keeps.
+* ``X.parquet`` and its segments ``X.parquet.d/0001.parquet``, ..., the **packed** runs
+  (:mod:`.packed`): the same lines, one row per run, columnar and compressed (about a tenth of
+  the journal's size or less), given back exactly as the journal held them. These are the
+  files the repository keeps; readers see them, then the journal, as one file.
 
 **Packing** (:func:`pack_results`, ``tune-gym results pack X``; ``tune-gym bench`` packs when
-its runs are done) moves the journal's lines into the packed file, holding the journal's
-lock: it writes the packed file anew (a temp file, fsynced, renamed over ``X.parquet``) and
-then empties the journal. A reader reads the journal first, then the packed file, and drops
-a journal line the packed file already holds (the same text), so a pack killed at any point
+its runs are done) moves the journal's lines into the packed files, holding the journal's
+lock: the first pack writes ``X.parquet``, each later one only the journal's runs not packed
+yet, as the next segment (a temp file, fsynced, renamed into place), and then empties the
+journal. It reads just the footers and the keys of the runs packed before (the earlier files
+are never rewritten). A reader reads the journal first, then the packed files, and drops a
+journal line the packed files already hold (the same text), so a pack killed at any point
 loses nothing and counts nothing twice: until the rename the journal holds the new runs,
-after it both files do until the journal is emptied. The next benchmark to append writes
-the packed file's header as the journal's first line again. Packing refuses a journal with
-a corrupt line (it would be lost). :func:`results_lines` gives every line in order, as
-``tune-gym results unpack X OUT.jsonl`` writes them.
+after it both do until the journal is emptied. The next benchmark to append writes the
+packed file's header as the journal's first line again. Packing refuses a journal with a
+corrupt line (it would be lost). :func:`compact_results` (``tune-gym results pack --compact
+X``, for a release) then merges every segment into one new ``X.parquet``.
+:func:`results_lines` gives every line in order, as ``tune-gym results unpack X OUT.jsonl``
+writes them.
 
 Line numbers: a journal line is named by its line in the journal; a packed one by the line
 it has in the results as one JSON Lines file (the header is line 1, then the suite updates
-and runs in their order, as ``unpack`` writes them), so a converted file keeps its numbers.
+and runs in their order, as ``unpack`` writes them; a segment's continue its predecessor's),
+so a converted file keeps its numbers.
 
 ``tune-gym validate`` (:mod:`.validate`) replays every run against its data; to it, a torn
 line is a failure (the journal is not what its runs wrote): resume the benchmark, which cuts
@@ -40,6 +46,7 @@ it off and runs that run again.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import time
 import warnings
@@ -52,7 +59,8 @@ from benchmarks.leaderboard.suite import Suite, SuiteError
 from tune_gym.jsonl import JsonlAppender, scan_jsonl
 
 __all__ = ["RESULTS_FORMAT", "RESULTS_VERSION", "ResultsError", "ResultsFile", "ResultsScan", "RunLine", "SuiteVersion",
-           "pack_results", "read_results", "results_lines", "results_paths", "scan_results", "unpack_results"]
+           "compact_results", "pack_results", "read_results", "results_lines", "results_paths", "scan_results",
+           "unpack_results"]
 
 RESULTS_FORMAT = "tune_gym-bench-results"
 RESULTS_VERSION = 1
@@ -103,7 +111,7 @@ class ResultsScan:
     ``header`` carries the suite as it is now (the last version); ``versions[0].line`` is the
     header line as written. ``bad`` lists the journal's lines that are not a run line
     (``(line number, why, torn)``, ``torn`` when the text is not JSON at all, as a killed
-    writer leaves it). ``packed`` is the packed file as read, when there is one."""
+    writer leaves it). ``parts`` are the packed files as read: the first, then its segments."""
 
     path: Path
     journal: Path
@@ -111,7 +119,7 @@ class ResultsScan:
     versions: list[SuiteVersion]
     runs: list[RunLine]
     bad: list[tuple[int, str, bool]] = field(default_factory=list)
-    packed: P.Packed | None = None
+    parts: list[P.Packed] = field(default_factory=list)
 
 
 def results_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -124,28 +132,40 @@ def results_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
 
 
 def scan_results(path: str | os.PathLike[str], verify: bool = False) -> ResultsScan:
-    """Read every line of the results named ``path``: the packed file's, then the journal's
-    (a journal line the packed file holds already is dropped, see the module docstring).
+    """Read every line of the results named ``path``: the packed files' (the first, then its
+    segments), then the journal's (a journal line already packed is dropped, see the module
+    docstring).
 
     A journal line that is not JSON, or JSON but not an object, is listed in
     :attr:`ResultsScan.bad` rather than raised, so a reader decides what it tolerates.
-    ``verify``: check the packed rows against their checksum (it reads every row once more).
+    ``verify``: check the packed rows against their checksums (it reads every row once more).
 
     Raises:
         ResultsError: no such results, a missing or malformed header, a packed file that
-            cannot be read (or fails its seal or ``verify``), or a journal of other results
-            than the packed file's (another header).
+            cannot be read (or fails its seal, its link to the file before it, or ``verify``),
+            or a journal of other results than the packed files' (another header).
     """
+    return _scan(path, verify, whole=True)
+
+
+#: The columns a pack reads of the runs packed already: their keys (a run kept whole has its
+#: key in ``verbatim``).
+_KEY_COLUMNS = ("key", "verbatim")
+
+
+def _scan(path: str | os.PathLike[str], verify: bool, whole: bool) -> ResultsScan:
+    """:func:`scan_results`; not ``whole``, as a pack reads them: the packed files' footers and
+    keys only, so ``runs`` holds just the journal's runs not packed yet."""
     packed_path, journal = results_paths(path)
-    # the journal first: a pack that runs meanwhile moves its lines to the packed file read next
+    # the journal first: a pack that runs meanwhile moves its lines to the packed files read next
     lines = list(scan_jsonl(journal, error=ResultsError)) if journal.is_file() else []
-    packed = _read_packed(packed_path, verify) if packed_path.is_file() else None
-    if packed is None and not journal.is_file():
+    parts = _read_parts(packed_path, verify, P.COLUMNS if whole else _KEY_COLUMNS)
+    if not parts and not journal.is_file():
         raise ResultsError(f"results file {path} does not exist")
-    scan = _scan_packed(Path(path), journal, packed) if packed is not None else None
-    known = {r.obj["key"]: r for r in scan.runs} if scan is not None else {}
+    scan, decoded = _scan_packed(Path(path), journal, parts, whole) if parts else (None, None)
+    packed = _PackedRuns(parts, decoded)
     updates = {P.line_text(v.line) for v in scan.versions[1:]} if scan is not None else set()
-    expect_header = packed is not None  # a journal beside a packed file starts with that file's header
+    expect_header = bool(parts)  # a journal beside a packed file starts with that file's header
     bad: list[tuple[int, str, bool]] = []
     for i, obj, why, torn in lines:
         if why is not None:
@@ -167,7 +187,7 @@ def scan_results(path: str | os.PathLike[str], verify: bool = False) -> ResultsS
                 scan.header = {**scan.header, "suite": version.suite, "suite_digest": version.digest}
         elif isinstance(obj.get("key"), str) and isinstance(obj.get("spec"), dict):
             run = RunLine(i, obj, journal)
-            if obj["key"] not in known or known[obj["key"]].text != run.text:  # else packed already
+            if not packed.holds(run):
                 scan.runs.append(run)
         else:
             bad.append((i, "a JSON object without a string 'key' and an object 'spec': not a run line", False))
@@ -177,35 +197,87 @@ def scan_results(path: str | os.PathLike[str], verify: bool = False) -> ResultsS
     return scan
 
 
-def _read_packed(path: Path, verify: bool) -> P.Packed:
+def _read_parts(path: Path, verify: bool, columns: tuple[str, ...]) -> list[P.Packed]:
+    """The packed files of the results (none when there are none yet)."""
     try:
-        return P.read_packed(path, verify)
+        if not path.is_file() and not P.segment_paths(path):
+            return []
+        return P.read_parts(path, verify, columns)
     except P.PackedError as err:
         raise ResultsError(str(err)) from None
 
 
-def _scan_packed(path: Path, journal: Path, packed: P.Packed) -> ResultsScan:
-    """The lines of a packed file, numbered as in its JSON Lines form (see the module docstring)."""
-    source = packed.path
-    header = _header(packed.header, source, 1)
-    first = SuiteVersion(1, header["suite"], header["suite_digest"], source, header)
-    scan = ResultsScan(path, journal, header, [first], [], packed=packed)
-    updates = sorted(packed.updates, key=lambda u: u[0])
-    runs = P.decode(packed.table)
-    lineno, u = 1, 0
-    for i, run in enumerate([*runs, None]):
+def _scan_packed(path: Path, journal: Path, parts: list[P.Packed],
+                 whole: bool) -> tuple[ResultsScan, list[list[dict[str, Any]]] | None]:
+    """The lines of the packed files, numbered as in their JSON Lines form (see the module
+    docstring), and each file's runs; not ``whole``: the suite versions only (runs not read)."""
+    first = parts[0]
+    header = _header(first.header, first.path, 1)
+    scan = ResultsScan(path, journal, header, [SuiteVersion(1, header["suite"], header["suite_digest"], first.path,
+                                                            header)], [], parts=parts)
+    decoded = [P.decode(part.table) for part in parts] if whole else None
+    lineno = 1
+    for i, part in enumerate(parts):
+        lineno = _scan_part(scan, part, decoded[i] if decoded is not None else None, lineno)
+    return scan, decoded
+
+
+def _scan_part(scan: ResultsScan, part: P.Packed, runs: list[dict[str, Any]] | None, lineno: int) -> int:
+    """Add one packed file's suite updates (and its ``runs``, when read) to ``scan``, numbered
+    after line ``lineno``; returns the number of its last line."""
+    source = part.path
+    updates = sorted(part.updates, key=lambda u: u[0])
+    u = 0
+    for i in range(part.rows + 1):
         while u < len(updates) and updates[u][0] <= i:
             lineno += 1
             version = _suite_update(updates[u][1], scan.header, source, lineno)
             scan.versions.append(version)
             scan.header = {**scan.header, "suite": version.suite, "suite_digest": version.digest}
             u += 1
-        if run is not None:
-            lineno += 1
+        if i == part.rows:
+            break
+        lineno += 1
+        if runs is not None:
+            run = runs[i]
             if not (isinstance(run.get("key"), str) and isinstance(run.get("spec"), dict)):
                 raise ResultsError(f"{source}:{lineno}: a packed run without a string 'key' and an object 'spec'")
             scan.runs.append(RunLine(lineno, run, source))
-    return scan
+    return lineno
+
+
+class _PackedRuns:
+    """The runs the packed files hold, by key: a journal line is packed already when a packed
+    run has its key and its text. Given only the keys (a pack), the runs of a file are
+    decoded when a journal line has one of its keys (after a pack killed before it emptied the
+    journal: then only the last segment is)."""
+
+    def __init__(self, parts: list[P.Packed], decoded: list[list[dict[str, Any]]] | None) -> None:
+        self._parts = parts
+        self._decoded = dict(enumerate(decoded)) if decoded is not None else {}
+        self._where: dict[Any, list[tuple[int, int]]] = {}
+        for p, part in enumerate(parts):
+            keys = [r["key"] for r in decoded[p]] if decoded is not None else _keys(part.table)
+            for row, key in enumerate(keys):
+                self._where.setdefault(key, []).append((p, row))
+
+    def holds(self, run: RunLine) -> bool:
+        return any(P.line_text(self._runs(p)[row]) == run.text for p, row in self._where.get(run.obj["key"], ()))
+
+    def _runs(self, p: int) -> list[dict[str, Any]]:
+        if p not in self._decoded:
+            try:
+                self._decoded[p] = P.decode(P.read_packed(self._parts[p].path, verify=False).table)
+            except P.PackedError as err:
+                raise ResultsError(str(err)) from None
+        return self._decoded[p]
+
+
+def _keys(table: Any) -> list[Any]:
+    """The run keys of packed rows read as :data:`_KEY_COLUMNS`."""
+    keys, verbatim = table.column("key").to_pylist(), table.column("verbatim")
+    return [key if key is not None else json.loads(verbatim[i].as_py() or "{}").get("key")
+            for i, key in enumerate(keys)]
 
 
 def read_results(path: str | os.PathLike[str], verify: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -305,8 +377,7 @@ class ResultsFile:
         """Resume the results named ``path`` (they must be of the same suite) or start them with a header."""
         path = Path(path)
         packed, journal = results_paths(path)
-        appender = JsonlAppender(journal, accept=functools.partial(_accept, journal), error=ResultsError,
-                                 what="results file", allow_nan=True)
+        appender = _lock(journal)
         try:
             if journal.stat().st_size or packed.is_file():
                 scan = _tolerant(scan_results(path))
@@ -356,41 +427,65 @@ class ResultsFile:
 
 
 def pack_results(path: str | os.PathLike[str]) -> int:
-    """Move the journal's lines of the results named ``path`` into their packed file (see the
-    module docstring), under the journal's lock; returns the number of runs moved.
+    """Move the journal's lines of the results named ``path`` into their packed files (the next
+    segment, see the module docstring), under the journal's lock; returns the number of runs moved.
 
     Raises:
         ResultsError: no such results, a benchmark is appending to them (it holds the lock),
             a corrupt journal line (it would be lost), or what :func:`scan_results` raises.
     """
-    packed, journal = results_paths(path)
-    if not journal.is_file() and not packed.is_file():
-        raise ResultsError(f"results file {path} does not exist")
+    _, journal = results_paths(path)
+    _exists(path)
     if not journal.is_file():
         return 0
-    with JsonlAppender(journal, accept=functools.partial(_accept, journal), error=ResultsError,
-                       what="results file", allow_nan=True) as appender:
+    with _lock(journal) as appender:
         return _pack(Path(path), appender)
 
 
+def compact_results(path: str | os.PathLike[str]) -> int:
+    """Pack the results named ``path`` (:func:`pack_results`), then merge their segments into one
+    new packed file (for a release: :func:`.packed.merge_segments`, which checks every row);
+    returns the number of segments merged. Raises what :func:`pack_results` raises."""
+    _, journal = results_paths(path)
+    _exists(path)
+    with _lock(journal) as appender:
+        _pack(Path(path), appender)
+        try:
+            return P.merge_segments(results_paths(path)[0])
+        except P.PackedError as err:
+            raise ResultsError(str(err)) from None
+
+
+def _exists(path: str | os.PathLike[str]) -> None:
+    packed, journal = results_paths(path)
+    if not journal.is_file() and not packed.is_file():
+        raise ResultsError(f"results file {path} does not exist")
+
+
+def _lock(journal: Path) -> JsonlAppender:
+    """The journal, opened (and locked) for appending."""
+    return JsonlAppender(journal, accept=functools.partial(_accept, journal), error=ResultsError,
+                         what="results file", allow_nan=True)
+
+
 def _pack(path: Path, appender: JsonlAppender) -> int:
-    """The pack of :func:`pack_results`, the journal's lock held by ``appender``."""
+    """The pack of :func:`pack_results`, the journal's lock held by ``appender``: the journal's
+    runs not packed yet go into the first packed file when there is none, else into the next
+    segment; the packed runs are not read, only their keys."""
     packed_path, journal = results_paths(path)
     if not journal.stat().st_size:
         return 0
-    scan = scan_results(path, verify=True)
+    scan = _scan(path, verify=False, whole=False)
     if scan.bad:  # the appender cut off a torn last line: any other would be dropped
         lineno, why, _ = scan.bad[0]
         raise ResultsError(f"{journal}:{lineno}: {why}: packing would drop it; repair or remove the line first")
-    runs = [r for r in scan.runs if r.source == journal]
-    old = scan.packed
-    rows = old.rows if old is not None else 0
-    updates = [(rows + sum(1 for r in runs if r.lineno < v.lineno), v.line) for v in scan.versions[1:]
+    runs = scan.runs
+    updates = [(sum(1 for r in runs if r.lineno < v.lineno), v.line) for v in scan.versions[1:]
                if v.source == journal]  # each after the runs before it
-    if old is None or runs or updates:
-        table = P.encode([r.obj for r in runs])
-        P.write_packed(packed_path, scan.versions[0].line, [*(old.updates if old else []), *updates],
-                       P.concat(old.table, table) if old is not None else table)
+    if not scan.parts:
+        P.write_packed(packed_path, scan.versions[0].line, updates, P.encode([r.obj for r in runs]))
+    elif runs or updates:
+        P.write_segment(packed_path, scan.parts, updates, P.encode([r.obj for r in runs]))
     appender.clear()
     return len(runs)
 

@@ -3,8 +3,9 @@
 Every problem found is one line naming the run, its line of the file and the field. Checked:
 
 * **The file.** Every journal line is JSON (a torn or corrupt line is a problem, by line
-  number); the packed rows match their checksum and the footer its seal (else the results
-  are not read: ResultsError); the suite of the header, and of each ``suite_update`` line,
+  number); the rows of each packed file (the first and its segments) match their checksum,
+  its footer its seal, and each segment links to the file before it (else the results are not
+  read: ResultsError); the suite of the header, and of each ``suite_update`` line,
   has the digest recorded with it; a suite of the same name shipped in ``benchmarks/suites/``
   is that suite.
 * **The set of runs.** Every run of the suite is in the file exactly once: none missing, none

@@ -8,7 +8,8 @@ Arrow table written with zstd, whose metadata is a JSON object under one schema-
 * :func:`read_footer` reads a file's metadata without its rows, with a one-line error for a
   missing or unreadable file, a missing key, or a footer that is not UTF-8 JSON or not a JSON
   object; :func:`check_schema` checks its layout version;
-* :func:`read_rows` reads the rows and checks that the named columns are there;
+* :func:`read_rows` reads the rows (or only the named columns) and checks that the named
+  columns are there;
 * :func:`rows_checksum` is the SHA-256 of the rows in a canonical text form: each column's
   name and values as JSON, in column order, a dictionary-encoded column hashed as its values
   (so the encoding does not change the checksum);
@@ -16,7 +17,8 @@ Arrow table written with zstd, whose metadata is a JSON object under one schema-
   (canonical JSON), so the metadata that changes numbers cannot be edited unseen either;
 * :func:`config_array` reads a ``config`` column as an ``n x n_knobs`` integer array and
   checks each index against the knob space's choice counts;
-* :func:`write_table` writes a table with its footer atomically (a temp file, fsynced, then renamed).
+* :func:`write_table` writes a table with its footer atomically (a temp file, fsynced, then
+  renamed); :func:`fsync` flushes a file, or a folder's entries, to disk.
 
 Every function raises the error class it is given (a :class:`DatasetError
 <tune_gym.datasets.dataset.DatasetError>` or a subclass), with a message naming the file.
@@ -35,8 +37,8 @@ import numpy as np
 
 from tune_gym.errors import TuneGymError
 
-__all__ = ["arrow", "check_schema", "config_array", "read_footer", "read_rows", "rows_checksum", "seal_of",
-           "write_table"]
+__all__ = ["arrow", "check_schema", "config_array", "fsync", "read_footer", "read_rows", "rows_checksum",
+           "seal_of", "write_table"]
 
 Error = type[TuneGymError]
 
@@ -89,16 +91,21 @@ def check_schema(footer: dict[str, Any], version: int, path: str | os.PathLike[s
         raise error(f"{what} {path} has schema version {got!r}; this tune_gym reads version {version}. {hint}")
 
 
-def read_rows(path: str | os.PathLike[str], columns: Iterable[str], what: str, error: Error) -> Any:
-    """The file's rows as a ``pyarrow.Table``; ``error`` when unreadable or a column is missing."""
+def read_rows(path: str | os.PathLike[str], columns: Iterable[str], what: str, error: Error,
+              only: bool = False) -> Any:
+    """The file's rows as a ``pyarrow.Table``; ``error`` when unreadable or a column is missing.
+    ``only``: read just ``columns`` (a columnar file reads no other column's bytes)."""
     _, pq = arrow(error)
+    columns = list(columns)
     try:
-        table = pq.read_table(path)
+        names = pq.read_schema(path).names if only else None
+        table = pq.read_table(path, columns=[c for c in columns if c in names] if names is not None else None)
     except Exception as err:
         raise error(f"{what} {path} is not a readable Parquet file ({type(err).__name__}: {_line(err)})") from None
-    missing = [c for c in columns if c not in table.column_names]
+    have = names if names is not None else table.column_names
+    missing = [c for c in columns if c not in have]
     if missing:
-        raise error(f"{what} {path} lacks the column(s) {', '.join(missing)} (it has {', '.join(table.column_names)})")
+        raise error(f"{what} {path} lacks the column(s) {', '.join(missing)} (it has {', '.join(have)})")
     return table
 
 
@@ -172,13 +179,13 @@ def write_table(table: Any, key: bytes, footer: dict[str, Any], path: str | os.P
     table = table.replace_schema_metadata({key: json.dumps(footer, sort_keys=True).encode()})
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd", compression_level=9)
-    _fsync(tmp)
+    fsync(tmp)
     os.replace(tmp, path)
-    _fsync(path.parent)
+    fsync(path.parent)
     return path
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: str | os.PathLike[str]) -> None:
     """Flush a file's (or a folder's entries') data to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
