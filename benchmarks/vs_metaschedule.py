@@ -90,7 +90,9 @@ def agent_run(task: Task, agent: str, trials: int, seed: int, log: Path) -> dict
     from agents.driver import tune
 
     log.unlink(missing_ok=True)
-    summary = tune(task, agent=agent, trials=trials, batch=64, log=log, seed=seed, preset="full", progress=False)
+    # The agents search on measured GFLOPS; the reward's scale (PyTorch's, measured only on an idle host) is not used.
+    summary = tune(task, agent=agent, trials=trials, batch=64, log=log, seed=seed, preset="full", progress=False,
+                   reward_norm="none")
     best = summary.run.best_so_far().tolist()
     return {"best_so_far": best, "seconds": summary.run.seconds, "trials": len(best)}
 
