@@ -246,6 +246,78 @@ def test_make_vec_over_mixed_ops():
     vec.close()
 
 
+KEYS = ("trials_used", "new_trials", "best_gflops", "reference_gflops", "clock", "measure_secs", "status",
+        "task_index", "action_mask")
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_the_native_vector_env_steps_as_n_multitune_envs(mode):
+    """Sub-envs on four tasks (conv2d, dense, batch_matmul on CPU; dense on GPU) give what four
+    MultiTune-v0 on the same tasks give: observations, rewards, ends, lean info and masks,
+    through step limits, budgets and autoresets (a reset sub-env's single twin is reset to the
+    task the vector env drew)."""
+    tasks = [*MIXED, "bert_base:0@cuda&arch=sm_90"]
+    options = dict(tasks=tasks, budget=16, batch_size=4)
+    vec = gym.make_vec("tune_gym/MultiTune-v0", num_envs=4, autoreset_mode=mode,
+                       max_episode_steps=6, **options)
+    assert type(vec).__name__ == "MultiTuneVectorEnv"
+    singles = [gym.make("tune_gym/MultiTune-v0", max_episode_steps=6, **options) for _ in range(4)]
+    obs, info = vec.reset(seed=0, options={"task": tasks})
+    for i, env in enumerate(singles):
+        np.testing.assert_array_equal(env.reset(options={"task": tasks[i]})[0], obs[i])
+    rng, reset_now, ends = np.random.default_rng(0), np.zeros(4, dtype=bool), 0
+
+    def twin_reset(i, obs, info):
+        one, one_info = singles[i].reset(options={"task": vec.env.tasks[vec.task_index[i]].task})
+        np.testing.assert_array_equal(one, obs[i])
+        for key in KEYS:
+            np.testing.assert_array_equal(one_info[key], info[key][i], err_msg=key)
+
+    for step in range(14):
+        actions = np.stack([masked_action(mask, rng) for mask in vec.action_masks()])
+        obs, rewards, terminated, truncated, info = vec.step(actions)
+        for i, env in enumerate(singles):
+            if reset_now[i]:
+                twin_reset(i, obs, info)
+                continue
+            one, reward, one_term, one_trunc, one_info = env.step(actions[i])
+            final = mode == "same_step" and (one_term or one_trunc)
+            np.testing.assert_array_equal(one, info["final_obs"][i] if final else obs[i], err_msg=f"{step} {i}")
+            assert (reward, one_term, one_trunc) == (rewards[i], terminated[i], truncated[i])
+            for key in KEYS:
+                np.testing.assert_array_equal(one_info[key], (info["final_info"] if final else info)[key][i])
+            if final:
+                twin_reset(i, obs, info)
+        reset_now = (terminated | truncated) if mode == "next_step" else np.zeros(4, dtype=bool)
+        ends += int((terminated | truncated).sum())
+    assert ends >= 8
+    vec.close()
+    for env in singles:
+        env.close()
+
+
+def test_the_vector_env_draws_tasks_from_its_seed_and_refuses_bad_input():
+    def draws(seed):
+        vec = gym.make_vec("tune_gym/MultiTune-v0", num_envs=6, tasks=MIXED)
+        _, info = vec.reset(seed=seed)
+        vec.close()
+        return info["task_index"].tolist()
+
+    assert draws(5) == draws(5) and len(set(draws(5) + draws(6))) == 3
+    vec = gym.make_vec("tune_gym/MultiTune-v0", num_envs=2, tasks=MIXED)
+    with pytest.raises(OptionError, match="needs 2 tasks"):
+        vec.reset(options={"task": ["resnet18:7"]})
+    with pytest.raises(OptionError, match="resnet18:8.* is not in the task set"):
+        vec.reset(options={"task": "resnet18:8"})
+    _, info = vec.reset(options={"task": ["bert_base:4", None]})
+    assert info["task_index"][0] == 2
+    bad = np.zeros((2, 8, N_SLOTS), dtype=np.int64)
+    bad[1, 3, 0] = 4
+    with pytest.raises(SpaceError, match="sub-env 1: action row 3: slot 'sketch': value 4 out of range"):
+        vec.step(bad)
+    vec.close()
+
+
 @pytest.mark.slow
 def test_maskable_ppo_learns_on_it_for_a_few_hundred_steps():
     sb3_contrib = pytest.importorskip("sb3_contrib")
