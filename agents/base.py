@@ -11,6 +11,17 @@ measurement cache and the records. To add an agent, write one module with a subc
 
 and add ``"my-agent": "agents.my_agent"`` to :data:`_MODULES` so ``make_agent("my-agent")``
 imports it lazily (agents defined elsewhere register when their module is imported).
+
+An agent of another package joins the registry through the entry-point group
+:data:`ENTRY_POINT_GROUP` (``tune_gym.agents``) of that package's metadata::
+
+    [project.entry-points."tune_gym.agents"]
+    my-agent = "mypkg.mod:MyAgent"
+
+The entry's name is the agent id; its class (an :class:`Agent` subclass; its docstring's first
+line is the description) is imported only when the agent is asked for or all are listed, and
+one that cannot be imported is listed by :func:`unavailable_agents` with the reason. A built-in
+id wins: an entry point that reuses one is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -18,9 +29,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,8 +44,8 @@ from tune_gym.session import Trial
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["Agent", "EnvRunner", "NotApplicable", "RunResult", "list_agents", "make_agent", "option_names", "register",
-           "run", "unavailable_agents"]
+__all__ = ["ENTRY_POINT_GROUP", "Agent", "EnvRunner", "NotApplicable", "RunResult", "list_agents", "make_agent",
+           "option_names", "register", "run", "unavailable_agents"]
 
 
 class NotApplicable(ValueError):
@@ -102,6 +115,8 @@ _MODULES: dict[str, str] = {
     "meta-bo": "agents.meta_bo", "metaschedule": "agents.metaschedule",
 }
 _UNAVAILABLE: dict[str, str] = {}  # id -> why its module could not be imported
+#: The entry-point group other packages declare agents in (see the module docstring).
+ENTRY_POINT_GROUP = "tune_gym.agents"
 
 
 def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Agent]]:
@@ -118,8 +133,46 @@ def register(agent_id: str, description: str) -> Callable[[type[Agent]], type[Ag
     return deco
 
 
+def _entry_points() -> dict[str, EntryPoint]:
+    """``{agent id: entry point}`` of the agents other packages declare (:data:`ENTRY_POINT_GROUP`),
+    without importing them; one that reuses a built-in id is skipped with a warning."""
+    found: dict[str, EntryPoint] = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name in _MODULES:
+            warnings.warn(f"{ENTRY_POINT_GROUP} entry point {entry.name!r} ({entry.value}) skipped: {entry.name!r} is "
+                          "a built-in agent, which wins; declare the agent under another name", stacklevel=3)
+        else:
+            found.setdefault(entry.name, entry)
+    return found
+
+
+def _load_entry_point(agent_id: str, entry: EntryPoint) -> None:
+    """Import an entry-point agent's class and register it under the entry's name.
+
+    Raises:
+        ImportError: the class cannot be imported or is no :class:`Agent` subclass (naming the
+            entry point).
+    """
+    where = f"agent {agent_id!r} (entry point {entry.value} of group {ENTRY_POINT_GROUP})"
+    try:
+        cls = entry.load()
+    except Exception as err:  # a broken plugin must not break the registry
+        raise ImportError(f"{where} cannot be imported: {type(err).__name__}: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, Agent)):
+        raise ImportError(f"{where} is {cls!r}, not a subclass of agents.base.Agent")
+    doc = (inspect.getdoc(cls) or "").strip().splitlines()
+    try:
+        register(agent_id, doc[0] if doc else f"{entry.value} (entry point)")(cls)
+    except ValueError as err:  # the id is registered by another class already
+        raise ImportError(f"{where}: {err}") from None
+
+
 def _import(agent_id: str) -> None:
-    """Import the module of a built-in agent; ImportError says what to install."""
+    """Import the module of a built-in agent, or an entry-point agent's class; ImportError says
+    what to install (or what is wrong with the entry point)."""
+    if agent_id not in _MODULES:
+        _load_entry_point(agent_id, _entry_points()[agent_id])
+        return
     module = _MODULES[agent_id]
     try:
         importlib.import_module(module)
@@ -130,8 +183,9 @@ def _import(agent_id: str) -> None:
 
 
 def list_agents() -> dict[str, str]:
-    """``{agent id: description}`` of every available agent (unavailable ones are skipped)."""
-    for agent_id in _MODULES:
+    """``{agent id: description}`` of every available agent, built-in and entry-point ones
+    (unavailable ones are skipped)."""
+    for agent_id in [*_MODULES, *_entry_points()]:
         if agent_id not in _REGISTRY:
             try:
                 _import(agent_id)
@@ -156,10 +210,11 @@ def make_agent(agent_id: str, **options: Any) -> Agent:
         ImportError: the agent's optional dependency is missing (names what to install).
     """
     check_str("agent id", agent_id)
-    if agent_id not in _REGISTRY and agent_id in _MODULES:
+    plugins = _entry_points() if agent_id not in _REGISTRY and agent_id not in _MODULES else {}
+    if agent_id not in _REGISTRY and (agent_id in _MODULES or agent_id in plugins):
         _import(agent_id)
     if agent_id not in _REGISTRY:
-        known = sorted(set(_REGISTRY) | set(_MODULES))
+        known = sorted(set(_REGISTRY) | set(_MODULES) | set(plugins))
         raise OptionError(f"unknown agent {show(agent_id)}; known agents: {', '.join(known)}")
     module, _, attr = _REGISTRY[agent_id][0].partition(":")
     cls = getattr(importlib.import_module(module), attr)

@@ -155,8 +155,7 @@ class TuneVectorEnv(VectorEnv):
         resetting = self._ended.copy() if self.autoreset_mode == AutoresetMode.NEXT_STEP else np.zeros(n, dtype=bool)
         stepping = ~resetting
         if stepping.any():  # the actions of sub-envs being reset are not used (nor checked)
-            table = decode_actions(self.env.space, self.env.action_format, self.env.batch_size, actions, n,
-                                   None if stepping.all() else stepping)
+            table = self._decode(actions, stepping)
             envs = np.flatnonzero(stepping)
             rewards[envs], terminated[envs], truncated[envs] = self._step(envs, table)
         self._reset(resetting)
@@ -174,6 +173,12 @@ class TuneVectorEnv(VectorEnv):
         self.env.close()
 
     # ------------------------------------------------------------------ internals
+    def _decode(self, actions: Any, stepping: np.ndarray) -> np.ndarray:
+        """The checked, canonical configs of the sub-envs where ``stepping`` is True,
+        ``(stepping.sum(), batch_size, n_knobs)`` (:func:`~tune_gym.envs.tune_env.decode_actions`)."""
+        return decode_actions(self.env.space, self.env.action_format, self.env.batch_size, actions, self.num_envs,
+                              None if stepping.all() else stepping)
+
     def _step(self, envs: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Evaluate ``table`` (``len(envs) x batch x knobs``, canonical) in sub-envs ``envs``, as
         each one's :meth:`TuningSession.evaluate <tune_gym.session.TuningSession.evaluate>`

@@ -1,0 +1,240 @@
+"""The native vector env of ``MultiTune-v0``: N episodes over a task set stepped as arrays.
+
+``gymnasium.make_vec("tune_gym/MultiTune-v0", num_envs=N, ...)`` (the default mode) gives a
+:class:`MultiTuneVectorEnv`: N sub-envs that behave as N ``MultiTune-v0`` (same options, same
+observations, rewards, terminations, truncations, lean ``info``, ``task_index`` and
+``action_mask``), each on its own task. Each task of the set has one replay engine, a
+:class:`~tune_gym.envs.tune_vector.TuneVectorEnv` over all N sub-envs, of which it steps only
+those currently on its task; a step decodes every sub-env's canonical rows with its task's
+:class:`~tune_gym.envs.canonical.CanonicalCodec` and runs each task's sub-envs together.
+
+Tasks: the vector env draws each sub-env's task at every (auto)reset from one generator,
+seeded by ``reset(seed=...)`` (an int, or a list of per-sub-env seeds, used together as the
+generator's entropy), so the sequence of tasks differs from N separately seeded
+``MultiTune-v0``; ``reset(options={"task": t})`` puts every reset sub-env on ``t``, and a list
+of ``num_envs`` tasks (``None``: draw) one per sub-env. ``options={"reset_mask": mask}``
+resets only the sub-envs where ``mask`` is True.
+
+Options: ``MultiTune-v0``'s (:class:`~tune_gym.envs.multi_task.MultiTuneEnv`), ``num_envs``,
+``max_episode_steps`` and ``autoreset_mode`` (as :class:`~tune_gym.envs.tune_vector.TuneVectorEnv`'s).
+``env.action_masks()`` gives the masks of all sub-envs, ``(num_envs, batch_size * NVEC.sum())``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from tune_gym.envs import MAX_EPISODE_STEPS
+from tune_gym.envs.canonical import N_SLOTS, NVEC, SLOT_NAMES
+from tune_gym.envs.multi_task import THROUGHPUT_HIGH, MultiTuneEnv, env_options
+from tune_gym.envs.tune_env import progress
+from tune_gym.envs.tune_vector import _AUTORESET, TuneVectorEnv
+from tune_gym.errors import SpaceError
+from tune_gym.options import OptionError, check_choice, check_int, check_keys, show
+
+__all__ = ["MultiTuneVectorEnv"]
+
+#: The lean ``info`` keys each engine keeps per sub-env (array attributes of TuneVectorEnv).
+_INFO = {"trials_used": "_trials", "new_trials": "_new", "best_gflops": "_best", "reference_gflops": "_reference",
+         "clock": "_clock", "measure_secs": "_measure_secs", "status": "_status"}
+
+
+class MultiTuneVectorEnv(TuneVectorEnv):
+    """``num_envs`` replayed ``MultiTune-v0`` episodes stepped together (see the module docstring).
+
+    It is a :class:`TuneVectorEnv` in its stepping and autoreset rules only: the per-task
+    replay is done by one ``TuneVectorEnv`` per task (``engines``).
+
+    Attributes:
+        env: a ``MultiTune-v0`` made with the same options (its task set, codecs, spaces and
+            task observations; never stepped).
+        engines: the replay engine of each task of ``env.tasks``.
+        task_index: each sub-env's current task (-1 before ``reset``).
+    """
+
+    def __init__(self, num_envs: int = 1, max_episode_steps: int | None = MAX_EPISODE_STEPS,
+                 autoreset_mode: str | AutoresetMode = "next_step", **options: Any) -> None:
+        self.num_envs = n = check_int("num_envs", num_envs, 1)
+        limit = check_int("max_episode_steps", max_episode_steps, -1, none=True)
+        if limit == 0:
+            raise OptionError("max_episode_steps must be an integer >= 1, or -1 or None for no step limit, got 0")
+        self.max_episode_steps = None if limit in (None, -1) else limit
+        mode = autoreset_mode.name.lower() if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
+        self.autoreset_mode = AutoresetMode[check_choice("autoreset_mode", mode, _AUTORESET).upper()]
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
+        check_keys("MultiTune-v0 vector env", options, env_options())
+        if options.get("render_mode") is not None:
+            raise OptionError("MultiTune-v0 vector env: option 'render_mode' is not available (it renders nothing)")
+        self.env: MultiTuneEnv = MultiTuneEnv(**options)  # type: ignore[assignment]
+        env = self.env
+        self.engines = [TuneVectorEnv(n, None, task=e.task, preset=e.preset, backend=env.backend,
+                                      batch_size=e.batch_size, budget=e.budget, reward_norm=e.reference_gflops,
+                                      action_format="knobs") for e in env.envs]
+        self.single_observation_space = env.observation_space
+        self.single_action_space = env.action_space
+        self.observation_space = batch_space(env.observation_space, n)
+        self.action_space = batch_space(env.action_space, n)
+        self.render_mode = None
+        self.spec = None
+        self.closed = False
+        # per task: the canonical row of each recorded config (the best config's observation)
+        self._data_rows = [codec.encode((engine._keys[:, None] // engine._weights) % engine.env.space.dims)
+                           for codec, engine in zip(env.codecs, self.engines)]
+        self._default_rows = [codec.encode(np.asarray(e._default_config))[0] for codec, e in zip(env.codecs, env.envs)]
+        self.task_index = np.full(n, -1, dtype=np.int64)
+        self._last_rows = np.zeros((n, env.batch_size, N_SLOTS), dtype=np.int64)
+        self._rng = np.random.default_rng()
+        self._forced: list[int | None] = [None] * n  # tasks asked for by the reset being made
+        self._ended = np.zeros(n, dtype=bool)
+        self._started = False
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | list[int | None] | None = None,  # type: ignore[override]
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start new episodes, each on a task drawn from the set (or ``options["task"]``); with
+        ``options={"reset_mask": mask}`` only where ``mask`` is True."""
+        self._check_open("reset")
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        task = options.pop("task", None)
+        check_keys("MultiTune-v0 reset", options, ())
+        if mask is None:
+            mask = np.ones(self.num_envs, dtype=bool)
+        elif not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise OptionError(f"reset_mask must be a bool array of shape ({self.num_envs},), got {show(mask)}")
+        self._forced = self._forced_tasks(task)
+        entropy = [s for s in seed if s is not None] if isinstance(seed, list) else seed
+        if entropy is not None and entropy != []:
+            self._rng = np.random.default_rng(entropy)
+        try:
+            self._reset(mask)
+        finally:
+            self._forced = [None] * self.num_envs
+        self._started = True
+        return self._obs(), self._info()
+
+    def action_masks(self) -> np.ndarray:
+        """Every sub-env's mask, ``(num_envs, batch_size * NVEC.sum())`` bools."""
+        masks = np.stack([codec.mask() for codec in self.env.codecs])[np.maximum(self.task_index, 0)]
+        return np.tile(masks, (1, self.env.batch_size))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for engine in self.engines:
+            engine.close()
+        self.env.close()
+
+    # ------------------------------------------------------------------ internals
+    def _forced_tasks(self, task: Any) -> list[int | None]:
+        """The ``task`` reset option as one task index (or ``None``) per sub-env."""
+        if task is None:
+            return [None] * self.num_envs
+        if isinstance(task, (list, tuple)):
+            if len(task) != self.num_envs:
+                raise OptionError(f"MultiTune-v0 reset: option 'task' as a list needs {self.num_envs} tasks (one per "
+                                  f"sub-env, None to draw), got {len(task)}")
+            return [None if t is None else self.env._find(t) for t in task]
+        return [self.env._find(task)] * self.num_envs
+
+    def _decode(self, actions: Any, stepping: np.ndarray) -> np.ndarray:
+        """The checked canonical rows of the stepping sub-envs, ``(k, batch_size, N_SLOTS)``
+        (decoded to configs per task in :meth:`_step`)."""
+        b = self.env.batch_size
+        arr = np.asarray(actions)
+        if arr.dtype.kind not in "iu":
+            raise SpaceError(f"actions dtype is {arr.dtype}; expected integer canonical values (e.g. np.int64)")
+        shapes = ((self.num_envs, b * N_SLOTS), (self.num_envs, b, N_SLOTS))
+        if arr.shape not in shapes:
+            raise SpaceError(f"actions shape {arr.shape}; expected {' or '.join(map(str, shapes))} (num_envs x "
+                             "batch_size x canonical slots)")
+        rows = arr.reshape(self.num_envs, b, N_SLOTS).astype(np.int64)[stepping]
+        bad = (rows < 0) | (rows >= NVEC)
+        if bad.any():
+            e, r, s = (int(i) for i in np.argwhere(bad)[0])
+            raise SpaceError(f"sub-env {int(np.flatnonzero(stepping)[e])}: action row {r}: slot {SLOT_NAMES[s]!r}: "
+                             f"value {rows[e, r, s]} out of range [0, {NVEC[s] - 1}]")
+        return rows
+
+    def _step(self, envs: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step sub-envs ``envs`` with canonical rows ``table``, each task's sub-envs in its engine."""
+        rewards = np.zeros(len(envs), dtype=np.float64)
+        terminated = np.zeros(len(envs), dtype=bool)
+        truncated = np.zeros(len(envs), dtype=bool)
+        tasks = self.task_index[envs]
+        for t in np.unique(tasks):
+            at = np.flatnonzero(tasks == t)
+            codec, engine, group = self.env.codecs[t], self.engines[t], envs[at]
+            configs = codec.decode(table[at].reshape(-1, N_SLOTS)).reshape(len(at), self.env.batch_size, -1)
+            rewards[at], terminated[at], truncated[at] = engine._step(group, configs)
+            self._last_rows[group] = codec.encode(configs.reshape(-1, configs.shape[2])).reshape(table[at].shape)
+            if self.max_episode_steps is not None:
+                truncated[at] |= ~terminated[at] & (engine._steps[group] >= self.max_episode_steps)
+        return rewards, terminated, truncated
+
+    def _reset(self, mask: np.ndarray) -> None:
+        """Start new episodes where ``mask`` is True, each on a drawn (or asked-for) task."""
+        for i in np.flatnonzero(mask):
+            forced = self._forced[i]
+            t = forced if forced is not None else int(self._rng.integers(len(self.env.tasks)))
+            self.task_index[i] = t
+            one = np.zeros(self.num_envs, dtype=bool)
+            one[i] = True
+            self.engines[t]._reset(one)
+        self._last_rows[mask] = 0
+        self._ended[mask] = False
+
+    def _gather(self, attr: str) -> np.ndarray:
+        """Each sub-env's value of an engine array attribute, from its task's engine."""
+        first = getattr(self.engines[0], attr)
+        out = np.zeros_like(first)
+        for t, engine in enumerate(self.engines):
+            on = self.task_index == t
+            out[on] = getattr(engine, attr)[on]
+        return out
+
+    def _obs(self) -> np.ndarray:  # type: ignore[override]
+        env, n = self.env, self.num_envs
+        scale = (NVEC - 1).astype(np.float32)
+        tasks = np.maximum(self.task_index, 0)
+        best_row = self._gather("_best_row")
+        best = np.stack([self._data_rows[t][r] if r >= 0 else self._default_rows[t] for t, r in zip(tasks, best_row)])
+        engine = self.engines[0]
+        reference = np.array([self.engines[t].env.reference_gflops for t in tasks])
+        progress_obs = progress(self._gather("_best") / reference, 1.0, THROUGHPUT_HIGH, self._gather("_trials"),
+                                engine.env.budget)
+        return np.concatenate([
+            np.stack([env._task_obs[t] for t in tasks]), best / scale, (self._last_rows / scale).reshape(n, -1),
+            np.minimum(self._gather("_last_tp"), THROUGHPUT_HIGH), self._gather("_last_valid"), progress_obs,
+        ], axis=1).astype(np.float32)
+
+    def _final_obs(self, ended: np.ndarray) -> np.ndarray:
+        obs = self._obs()
+        out = np.full(self.num_envs, None, dtype=object)
+        for i in np.flatnonzero(ended):
+            out[i] = obs[i]
+        return out
+
+    def _info(self, mask: np.ndarray | None = None) -> dict[str, Any]:
+        """The lean info of every sub-env (or of those in ``mask``, zeros elsewhere), with
+        ``task_index`` and ``action_mask``, in gymnasium's vector form."""
+        values = {key: self._gather(attr) for key, attr in _INFO.items()}
+        values["task_index"] = self.task_index.copy()
+        values["action_mask"] = self.action_masks()
+        info: dict[str, Any] = {}
+        for key, value in values.items():
+            if mask is None:
+                info[key], info[f"_{key}"] = value, np.ones(self.num_envs, dtype=bool)
+            else:
+                info[key] = np.where(mask.reshape(-1, *[1] * (value.ndim - 1)), value, 0).astype(value.dtype)
+                info[f"_{key}"] = mask.copy()
+        return info
+
+    def _check_open(self, call: str) -> None:
+        if self.closed:
+            from gymnasium.error import ClosedEnvironmentError
+
+            raise ClosedEnvironmentError(f"MultiTune-v0 vector env is closed: {call}() after close()")
+
