@@ -45,7 +45,7 @@ from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["ENTRY_POINT_GROUP", "Agent", "EnvRunner", "NotApplicable", "RunResult", "list_agents", "make_agent",
-           "option_names", "register", "run", "unavailable_agents"]
+           "on_request_agents", "option_names", "register", "run", "unavailable_agents"]
 
 
 class NotApplicable(ValueError):
@@ -114,6 +114,9 @@ _MODULES: dict[str, str] = {
     "presample": "agents.presample", "rl-ppo": "agents.rl", "tlp-sa": "agents.tlp_sa", "one-shot": "agents.one_shot",
     "meta-bo": "agents.meta_bo", "metaschedule": "agents.metaschedule",
 }
+#: Built-in agents made only when asked for by id, never listed (:func:`list_agents`, a suite's
+#: ``"*"``): they need an option without a default, such as a trained policy's checkpoint.
+_ON_REQUEST: dict[str, str] = {"rl-policy": "agents.rl_policy"}
 _UNAVAILABLE: dict[str, str] = {}  # id -> why its module could not be imported
 #: The entry-point group other packages declare agents in (see the module docstring).
 ENTRY_POINT_GROUP = "tune_gym.agents"
@@ -138,7 +141,7 @@ def _entry_points() -> dict[str, EntryPoint]:
     without importing them; one that reuses a built-in id is skipped with a warning."""
     found: dict[str, EntryPoint] = {}
     for entry in entry_points(group=ENTRY_POINT_GROUP):
-        if entry.name in _MODULES:
+        if entry.name in _MODULES or entry.name in _ON_REQUEST:
             warnings.warn(f"{ENTRY_POINT_GROUP} entry point {entry.name!r} ({entry.value}) skipped: {entry.name!r} is "
                           "a built-in agent, which wins; declare the agent under another name", stacklevel=3)
         else:
@@ -170,10 +173,10 @@ def _load_entry_point(agent_id: str, entry: EntryPoint) -> None:
 def _import(agent_id: str) -> None:
     """Import the module of a built-in agent, or an entry-point agent's class; ImportError says
     what to install (or what is wrong with the entry point)."""
-    if agent_id not in _MODULES:
+    if agent_id not in _MODULES and agent_id not in _ON_REQUEST:
         _load_entry_point(agent_id, _entry_points()[agent_id])
         return
-    module = _MODULES[agent_id]
+    module = _MODULES.get(agent_id) or _ON_REQUEST[agent_id]
     try:
         importlib.import_module(module)
     except ImportError as err:
@@ -191,7 +194,12 @@ def list_agents() -> dict[str, str]:
                 _import(agent_id)
             except ImportError as err:
                 _UNAVAILABLE[agent_id] = str(err)
-    return {k: v[1] for k, v in sorted(_REGISTRY.items())}
+    return {k: v[1] for k, v in sorted(_REGISTRY.items()) if k not in _ON_REQUEST}
+
+
+def on_request_agents() -> tuple[str, ...]:
+    """The ids of the built-in agents made only by id (never listed; see :data:`_ON_REQUEST`)."""
+    return tuple(sorted(_ON_REQUEST))
 
 
 def unavailable_agents() -> dict[str, str]:
@@ -210,11 +218,12 @@ def make_agent(agent_id: str, **options: Any) -> Agent:
         ImportError: the agent's optional dependency is missing (names what to install).
     """
     check_str("agent id", agent_id)
-    plugins = _entry_points() if agent_id not in _REGISTRY and agent_id not in _MODULES else {}
-    if agent_id not in _REGISTRY and (agent_id in _MODULES or agent_id in plugins):
+    builtin = agent_id in _MODULES or agent_id in _ON_REQUEST
+    plugins = _entry_points() if agent_id not in _REGISTRY and not builtin else {}
+    if agent_id not in _REGISTRY and (builtin or agent_id in plugins):
         _import(agent_id)
     if agent_id not in _REGISTRY:
-        known = sorted(set(_REGISTRY) | set(_MODULES) | set(plugins))
+        known = sorted(set(_REGISTRY) | set(_MODULES) | set(_ON_REQUEST) | set(plugins))
         raise OptionError(f"unknown agent {show(agent_id)}; known agents: {', '.join(known)}")
     module, _, attr = _REGISTRY[agent_id][0].partition(":")
     cls = getattr(importlib.import_module(module), attr)

@@ -230,7 +230,7 @@ def _agents(entries: Any, path: Path) -> tuple[str, ...]:
     """A suite file's agent entries, ``"*"`` expanded in place to every available agent; each
     entry a known agent id, a variant ``ID/NAME`` of one, or a Kernel Tuner strategy ``kt:NAME``
     (:mod:`benchmarks.leaderboard.kt_entries`)."""
-    from agents.base import list_agents, unavailable_agents
+    from agents.base import list_agents, on_request_agents, unavailable_agents
 
     if not isinstance(entries, list) or not all(isinstance(a, str) and a for a in entries):
         raise SuiteError(f"{path}: agents must be a list of agent ids, got {entries!r}")
@@ -239,7 +239,8 @@ def _agents(entries: Any, path: Path) -> tuple[str, ...]:
     for name in entries:
         expanded += [a for a in known if a not in unavailable] if name == "*" else [name]
     agents = tuple(dict.fromkeys(expanded))
-    unknown = [a for a in agents if not kt_entries.is_entry(a) and base_agent(a) not in {*known, *unavailable}]
+    ids = {*known, *unavailable, *on_request_agents()}
+    unknown = [a for a in agents if not kt_entries.is_entry(a) and base_agent(a) not in ids]
     if unknown:
         raise SuiteError(f"{path}: unknown agent(s) {unknown}; known: {', '.join(known)} "
                          "(a variant is ID/NAME with a known ID; a Kernel Tuner strategy is kt:NAME)")

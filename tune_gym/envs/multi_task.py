@@ -57,7 +57,8 @@ from tune_gym.options import OptionError, check_int, check_keys, show
 from tune_gym.space import PRESETS
 from tune_gym.tasks.task import Task
 
-__all__ = ["DEFAULT_SPLIT", "OBSERVATION_PARTS", "THROUGHPUT_HIGH", "MultiTuneEnv", "make_multi_tune_env"]
+__all__ = ["DEFAULT_SPLIT", "OBSERVATION_PARTS", "THROUGHPUT_HIGH", "MultiTuneEnv", "make_multi_tune_env",
+           "observation", "task_observation"]
 
 #: The task set when neither ``split`` nor ``tasks`` is given (its part ``all``).
 DEFAULT_SPLIT = "by-host-v1"
@@ -120,10 +121,7 @@ class MultiTuneEnv(gym.Env):
         self.observation_parts = _observation_parts(batch_size)
         high = np.concatenate([np.full(size, bound, dtype=np.float32) for _, size, bound in self.observation_parts])
         self.observation_space = spaces.Box(np.zeros_like(high), high, dtype=np.float32)
-        self._task_obs = [np.concatenate([np.clip(task_features(env.task) * _TASK_SCALE, 0, 64.0 / _LOG_SCALE),
-                                          np.clip(codec.slot_extents / _EXTENT_SCALE, 0, 1)]).astype(np.float32)
-                          for env, codec in zip(self.envs, self.codecs)]
-        self._scale = (NVEC - 1).astype(np.float32)
+        self._task_obs = [task_observation(env.task, codec) for env, codec in zip(self.envs, self.codecs)]
         self.task_index = -1
         self._last_rows = np.zeros((batch_size, N_SLOTS), dtype=np.int64)
 
@@ -204,11 +202,8 @@ class MultiTuneEnv(gym.Env):
         inner = env._obs()
         best = env.best[0]
         best_rows = codec.encode(np.asarray(best if best is not None else env._default_config))
-        return np.concatenate([
-            self._task_obs[self.task_index], best_rows[0] / self._scale, (self._last_rows / self._scale).ravel(),
-            np.minimum(inner["last_throughput"], THROUGHPUT_HIGH), inner["last_valid"],
-            np.minimum(inner["progress"], [THROUGHPUT_HIGH, 1.0]),
-        ]).astype(np.float32)
+        return observation(self._task_obs[self.task_index], best_rows[0], self._last_rows, inner["last_throughput"],
+                           inner["last_valid"], inner["progress"])
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         return {**info, "task_index": self.task_index, "action_mask": self.action_masks()}
@@ -216,6 +211,28 @@ class MultiTuneEnv(gym.Env):
     def _check_open(self, call: str) -> None:
         if self.closed:
             raise ClosedEnvironmentError(f"MultiTune-v0 is closed: {call}() after close(); make a new env")
+
+
+def task_observation(task: Task, codec: CanonicalCodec) -> np.ndarray:
+    """The constant part of a task's observation: its features (log2 counts over 16) and the log2
+    extent of each tile slot's loop over 12, clipped to their bounds, float32."""
+    return np.concatenate([np.clip(task_features(task) * _TASK_SCALE, 0, 64.0 / _LOG_SCALE),
+                           np.clip(codec.slot_extents / _EXTENT_SCALE, 0, 1)]).astype(np.float32)
+
+
+def observation(task_obs: np.ndarray, best_row: np.ndarray, last_rows: np.ndarray, last_throughput: np.ndarray,
+                last_valid: np.ndarray, progress: np.ndarray) -> np.ndarray:
+    """One ``MultiTune-v0`` observation from its parts (:data:`OBSERVATION_PARTS`): the task's
+    :func:`task_observation`, the best config's canonical row and the last batch's rows (scaled
+    to [0, 1]), the last batch's throughputs over the reference and which ran, and ``progress``
+    (best throughput, fraction of the budget used); throughputs are clipped to
+    :data:`THROUGHPUT_HIGH`. Also what a trained policy sees outside the env
+    (:mod:`agents.rl_policy`)."""
+    scale = (NVEC - 1).astype(np.float32)
+    return np.concatenate([
+        task_obs, np.asarray(best_row) / scale, (np.asarray(last_rows) / scale).ravel(),
+        np.minimum(last_throughput, THROUGHPUT_HIGH), last_valid, np.minimum(progress, [THROUGHPUT_HIGH, 1.0]),
+    ]).astype(np.float32)
 
 
 def _task_set(split: str | None, part: str | None, tasks: list[str] | None,

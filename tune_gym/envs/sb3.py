@@ -16,8 +16,9 @@ so PPO bootstraps the value of a cut episode. That is gymnasium's ``same_step`` 
 ``infos`` is one dict per sub-env of the vector ``info``'s entries (those its ``_key`` mask
 marks). Seeds set with ``seed()`` go to the next ``reset()``; reset options are refused (the
 env takes none). The sub-envs of a native vector env are no objects of their own: ``get_attr``
-answers with the vector env's attribute for each of them, ``env_is_wrapped`` with False, and
-``set_attr`` and ``env_method`` are refused.
+answers with the vector env's attribute for each of them, ``env_is_wrapped`` with False,
+``env_method("action_masks")`` with the vector env's masks (``MultiTune-v0``'s, for
+sb3-contrib's MaskablePPO), and ``set_attr`` and any other ``env_method`` are refused.
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ class SB3VecEnv(VecEnv):
 
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
                    **method_kwargs: Any) -> list[Any]:
+        """Only ``action_masks`` (what sb3-contrib's MaskablePPO calls), of a vector env that has
+        it: its masks, one per requested sub-env."""
+        wants_masks = method_name == "action_masks" and not method_args and not method_kwargs
+        if wants_masks and hasattr(self.venv, "action_masks"):
+            masks = self.venv.action_masks()
+            return [masks[i] for i in self._indices(indices)]
         raise OptionError(f"SB3VecEnv: cannot call {method_name!r} of single sub-envs: they are one vector env")
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
