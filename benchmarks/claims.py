@@ -199,7 +199,8 @@ def summary_rows(suite: SuiteRuns, claim: str, agent: str, baseline: str = "xgb-
         total = sum(f.seeds for f in ttq)
         out.append(f"| {claim} | {where} | time to `{baseline}`'s final best, `{baseline}` time / `{agent}` time: "
                    f"{_span(ttq, '{:.2f}x')} over {len(ttq)} tasks (median {np.median([f.value for f in ttq]):.2f}x, "
-                   f"{_seeds(ttq)} seeds); `{agent}` reached the target in {reached} of {total} runs |")
+                   f"{_seeds(ttq)} seeds; >= 1.3x on {sum(f.value >= 1.3 for f in ttq)}); `{agent}` reached the "
+                   f"target in {reached} of {total} runs |")
     gains = equal_time_gain(suite, agent, baseline, LARGE_SPACE) if "equal_time" in kinds else {}
     if full := gains.get(1.0):
         best = max((f for figs in gains.values() for f in figs), key=lambda f: f.value)
