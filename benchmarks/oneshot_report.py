@@ -21,25 +21,26 @@ that ran the leaderboard.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.leaderboard.metrics import time_to_target
+from benchmarks.leaderboard.results import read_results
+
 __all__ = ["report"]
 
 
 def _runs(path: Path) -> dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]]:
+    """The file's runs by ``(task, preset)``, agent and seed (runs an agent declined left out)."""
     out: dict[tuple[str, str], dict[str, dict[int, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
-    with open(path) as f:
-        for line in f:
-            doc = json.loads(line)
-            if "key" not in doc or "not_applicable" in doc:  # a header, or a task the agent declined
-                continue
-            spec = doc["spec"]
-            out[(spec["task"], spec["preset"])][spec["agent"]][int(spec["seed"])] = doc
+    for doc in read_results(path)[1]:
+        if "not_applicable" in doc:
+            continue
+        spec = doc["spec"]
+        out[(spec["task"], spec["preset"])][spec["agent"]][int(spec["seed"])] = doc
     return out
 
 
@@ -56,17 +57,6 @@ def _best_known(task: str, preset: str) -> float | None:
     return float(entry.meta["flops"] / cost.min() / 1e9) if cost.size else None
 
 
-def _time_to(doc: dict[str, Any], target: float) -> tuple[float, int | None]:
-    """Seconds (measuring clock + pro-rata agent seconds) until the best-so-far reaches ``target``,
-    and the trial count; the whole run and ``None`` when it never does."""
-    gflops = np.asarray(doc["gflops"], dtype=np.float64)
-    clock = np.asarray(doc["clock"], dtype=np.float64)
-    hit = np.flatnonzero(np.maximum.accumulate(np.nan_to_num(gflops)) >= target * (1 - 1e-9))
-    i = int(hit[0]) if hit.size else len(gflops) - 1
-    secs = float(clock[i]) + doc["agent_secs"] * (i + 1) / max(len(gflops), 1)
-    return secs, (i + 1 if hit.size else None)
-
-
 def report(path: Path, against: str = "xgb-sa") -> list[dict[str, Any]]:
     """One row per task with ``one-shot`` runs (see the module docstring)."""
     rows = []
@@ -81,7 +71,7 @@ def report(path: Path, against: str = "xgb-sa") -> list[dict[str, Any]]:
             ours.append(doc["agent_secs"] + (doc["clock"][-1] if doc["clock"] else 0.0))
             other = agents.get(against, {}).get(seed)
             if other is not None:
-                secs, n = _time_to(other, doc["best_gflops"])
+                secs, n = time_to_target(other["gflops"], other["clock"], other["agent_secs"], doc["best_gflops"])
                 theirs.append(secs)
                 trials.append(n if n is not None else len(other["gflops"]))
                 lower |= n is None

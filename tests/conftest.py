@@ -96,3 +96,22 @@ def conv_task():
     from tune_gym.tasks import Task
 
     return Task.make("conv2d_nchw", c=16, h=14, w=14, k=16, r=3, p=1)
+
+
+@pytest.fixture
+def write_results():
+    """``write(path, suite, runs)``: a results journal holding ``runs`` of the
+    :class:`benchmarks.leaderboard.suite.Suite` ``suite`` under a header as ``tune-gym bench`` writes
+    it, less the host fingerprint (which loads TVM), for tests of the readers of results."""
+    import dataclasses
+    import json
+
+    from benchmarks.leaderboard.results import RESULTS_FORMAT, RESULTS_VERSION
+
+    def write(path, suite, runs):
+        stored = {k: v for k, v in dataclasses.asdict(suite).items() if k != "path"}
+        header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "suite_digest": suite.digest, "suite": stored}
+        path.write_text("".join(json.dumps(line) + "\n" for line in [header, *runs]))
+        return path
+
+    return write

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -143,18 +141,18 @@ def test_one_shot_refuses_ops_its_checkpoint_never_saw(tmp_path):
         make_agent("one-shot", k=0)
 
 
-def test_oneshot_report_compares_time_to_equal_quality(tmp_path):
+def test_oneshot_report_compares_time_to_equal_quality(tmp_path, write_results):
+    from benchmarks.leaderboard.suite import Suite, SuiteTask
     from benchmarks.oneshot_report import report
 
     def line(agent, gflops, clock, agent_secs):
-        return json.dumps({"key": f"{agent}|resnet18:7|compact|replay|128|8|0",
-                           "spec": {"agent": agent, "task": "resnet18:7", "preset": "compact", "seed": 0},
-                           "gflops": gflops, "clock": clock, "agent_secs": agent_secs,
-                           "best_gflops": max(gflops)})
+        return {"key": f"{agent}|resnet18:7|compact|replay|128|8|0",
+                "spec": {"agent": agent, "task": "resnet18:7", "preset": "compact", "seed": 0},
+                "gflops": gflops, "clock": clock, "agent_secs": agent_secs, "best_gflops": max(gflops)}
 
-    path = tmp_path / "r.jsonl"
-    path.write_text("\n".join([json.dumps({"format": "header"}), line("one-shot", [10.0, 60.0], [1.0, 2.0], 10.0),
-                               line("xgb-sa", [5.0, 30.0, 61.0], [1.0, 2.0, 3.0], 3.0)]) + "\n")
+    suite = Suite("tiny", "", ("one-shot", "xgb-sa"), 1, 8, (SuiteTask("resnet18:7", "compact", 128),), {})
+    path = write_results(tmp_path / "r.jsonl", suite, [line("one-shot", [10.0, 60.0], [1.0, 2.0], 10.0),
+                                                       line("xgb-sa", [5.0, 30.0, 61.0], [1.0, 2.0, 3.0], 3.0)])
     (row,) = report(path)
     assert row["quality"] == pytest.approx(60.0 / 65.77054931230758)
     assert row["one_shot_secs"] == 12.0 and row["against_secs"] == 6.0 and row["against_trials"] == 3

@@ -101,7 +101,9 @@ __all__ = [
     "score_band",
     "score_curve",
     "summarize_trials_to_target",
+    "time_to_target",
     "trials_to_target",
+    "tuning_clock",
 ]
 
 # q_i(t) < e^-_LOG_CUT is left out of B(t); q_i(t) <= exp(-t i / N), so i < _LOG_CUT * N / t suffices.
@@ -188,6 +190,44 @@ def trials_to_target(curve: ArrayLike, target: float) -> int | None:
     """
     hits = np.flatnonzero(np.asarray(curve, dtype=float) >= target)
     return int(hits[0]) + 1 if hits.size else None
+
+
+def tuning_clock(clock: ArrayLike, agent_secs: float) -> np.ndarray:
+    """Each trial's cumulative tuning seconds: the simulated measuring clock plus the agent's own compute
+    seconds, spread over the trials pro rata (a results line records the agent's seconds for the whole run).
+
+    Args:
+        clock: each trial's cumulative simulated measuring clock in seconds (non-decreasing).
+        agent_secs: the agent's compute seconds over the whole run.
+
+    Returns:
+        ``clock[k] + agent_secs * (k + 1) / len(clock)`` (float array, same length).
+    """
+    c = np.asarray(clock, dtype=float).ravel()
+    return c + float(agent_secs) * np.arange(1, c.size + 1) / max(c.size, 1)
+
+
+def time_to_target(gflops: ArrayLike, clock: ArrayLike, agent_secs: float, target: float) -> tuple[float, int | None]:
+    """Tuning seconds (:func:`tuning_clock`) until the best-so-far first reaches ``target``.
+
+    Args:
+        gflops: per-trial throughput in order (failures as in :func:`best_so_far`).
+        clock: each trial's cumulative simulated measuring clock in seconds.
+        agent_secs: the agent's compute seconds over the whole run.
+        target: the throughput to reach (a relative tolerance of 1e-9 absorbs float round-off).
+
+    Returns:
+        ``(seconds, trials)`` at the first trial that reaches the target; ``(the whole run's seconds, None)``
+        when no trial does.
+    """
+    curve = best_so_far(gflops)
+    secs = tuning_clock(clock, agent_secs)
+    if curve.size != secs.size:
+        raise ValueError(f"gflops and clock differ in length ({curve.size} vs {secs.size})")
+    if curve.size == 0:
+        return 0.0, None
+    n = trials_to_target(curve, target * (1 - 1e-9))
+    return (float(secs[n - 1]), n) if n is not None else (float(secs[-1]), None)
 
 
 def _quantile(sorted_values: np.ndarray, q: float) -> float:
