@@ -32,7 +32,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # Exhaustive datasets of the `medium` spaces: conv2d, dense, batch_matmul and depthwise conv2d on
-# this CPU, 63,312 configs in all, about 7 hours at 0.4 s per config (README, "Datasets").
+# this CPU, 63,312 configs in all, 7-9.4 hours (0.4-0.54 s per config; README, "Datasets").
 # Resumable: run it again after a kill. No progress bar, so it can run in the background:
 #   nohup make collect-medium > collect-medium.log 2>&1 &
 MEDIUM_TASKS := resnet18:6 resnet18:8 resnet18:10 bert_base:0 bert_base:4 mobilenet_v2:12 mobilenet_v2:17

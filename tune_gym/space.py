@@ -91,8 +91,8 @@ def perfect_tiles(extent: int, n: int, max_innermost: int) -> tuple[tuple[int, .
 
 def _cpu_rules(structure: str, max_innermost_factor: int) -> list[Any]:
     """The reduced CPU (``llvm``) rule set of ``compact`` and ``medium``: MetaSchedule's CPU
-    rules with the given tiling ``structure`` and innermost-factor limit, one cache-write
-    variant (none or at the outermost spatial tile) and four unroll steps."""
+    rules with the given tiling ``structure`` and innermost-factor limit, two sketches (without
+    and with a cache write at the outermost spatial tile) and four unroll steps."""
     m = ms()
     reuse = m.schedule_rule.ReuseType
     return [
