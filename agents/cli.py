@@ -186,6 +186,7 @@ def register(sub: Any) -> None:
     """Add ``agents``, ``tune``, ``collect`` and ``network`` to the ``tune-gym`` subcommands ``sub``."""
     from tune_gym import kinds
     from tune_gym.measure import BACKENDS
+    from tune_gym.space import PRESETS
 
     kind_backends = _kind_backends_help()
 
@@ -209,7 +210,7 @@ def register(sub: Any) -> None:
     p.add_argument("--adaptive", action="store_true",
                    help="AdaTune's adaptive evaluator (micro-batches of 50 runs, stop at CV < 0.1, at most 500 runs)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--preset", default="full", choices=["full", "compact"])
+    p.add_argument("--preset", default="full", choices=PRESETS)
     p.add_argument("--plot", type=Path, help="write a best-so-far plot (PNG)")
     p.add_argument("--export", type=Path, help="export the best config as a MetaSchedule database here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -237,7 +238,7 @@ def register(sub: Any) -> None:
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
     p.add_argument("--backend", default="live", choices=BACKENDS)
     p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--preset", default="full", choices=["full", "compact"])
+    p.add_argument("--preset", default="full", choices=PRESETS)
     p.add_argument("--seed", type=int, default=0, help="model weights, inputs and agents (kernel i: seed + i)")
     p.add_argument("--compare", default="torch,default",
                    help="comma-separated baselines timed end to end: torch, default, metaschedule (slow: "
@@ -248,7 +249,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("collect", help="measure a dataset live (resumable; see tune_gym.datasets.collect)")
     p.add_argument("tasks", nargs="+", help="suite task ids or URIs")
-    p.add_argument("--preset", default="compact", choices=["full", "compact"])
+    p.add_argument("--preset", default="compact", choices=PRESETS)
     p.add_argument("--plan", action="append", required=True, metavar="MODE",
                    help="exhaustive | random:N | explore:N; repeat to run several in order")
     p.add_argument("--out", type=Path, help="dataset file (one task)")

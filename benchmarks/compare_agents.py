@@ -21,6 +21,7 @@ from pathlib import Path
 from agents.base import list_agents
 from agents.driver import tune
 from tune_gym.records import host_fingerprint
+from tune_gym.space import PRESETS
 from tune_gym.tasks import Task
 
 
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--agents", default="", help="comma-separated ids (default: all registered)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--preset", default="full", choices=["full", "compact"])
+    parser.add_argument("--preset", default="full", choices=PRESETS)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
 

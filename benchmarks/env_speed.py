@@ -41,6 +41,7 @@ import numpy as np
 
 import tune_gym  # noqa: F401  (registers the environments)
 from benchmarks.speed import timed
+from tune_gym.space import PRESETS
 
 DEFAULT_OUT = Path("benchmarks/results/speed/env_speed.json")
 REPLAY = {"backend": "replay", "backend_options": {"spaces": "recorded"}}
@@ -49,7 +50,7 @@ REPLAY = {"backend": "replay", "backend_options": {"spaces": "recorded"}}
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="resnet18:5")
-    parser.add_argument("--preset", default="compact", choices=["full", "compact"])
+    parser.add_argument("--preset", default="compact", choices=PRESETS)
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--batch", type=int, default=8, help="Tune-v0 batch_size")
     parser.add_argument("--budget", type=int, default=64, help="Tune-v0 budget (trials per episode)")

@@ -32,6 +32,7 @@ are printed with the table and stored in the JSON (``--out``, by default
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -49,7 +50,7 @@ import numpy as np
 import tune_gym  # noqa: F401  (registers the environments)
 from tune_gym.measure import BACKENDS, make_backend
 from tune_gym.records import host_fingerprint
-from tune_gym.space import KnobSpace
+from tune_gym.space import PRESETS, KnobSpace
 from tune_gym.tasks import Task
 
 DEFAULT_DATASET = "benchmarks/datasets/resnet18_7_compact.parquet"
@@ -60,7 +61,7 @@ ACTIONS = ("random", "fresh", "repeat")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="resnet18:7")
-    parser.add_argument("--preset", default="compact", choices=["full", "compact"])
+    parser.add_argument("--preset", default="compact", choices=PRESETS)
     parser.add_argument("--dataset", default=DEFAULT_DATASET, help="replay data: a .jsonl record file or a dataset")
     parser.add_argument("--cpu", type=int, default=0, help="core to pin to (-1: leave the affinity alone)")
     parser.add_argument("--repeats", type=int, default=5)
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         target = env if wrapped else env.unwrapped
         for kind in ACTIONS:
             episode = len(actions[kind]) if kind == "fresh" else None
-            rate = timed(lambda t=target, k=kind, e=episode: run_steps(t, actions[k], args.steps, e), args.steps,
+            rate = timed(functools.partial(run_steps, target, actions[kind], args.steps, episode), args.steps,
                          args.repeats)
             rows.append({"name": f"Tune-v0 {'wrapped' if wrapped else 'unwrapped'}, {kind} actions",
                          "unit": "steps/s", "batch_size": args.batch, **rate})

@@ -50,6 +50,8 @@ def sample_tasks(sampler: str, n: int, seed: int, target: str, max_gflop: float 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tune_gym.space import PRESETS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=200, help="number of sampled tasks")
     parser.add_argument("--sampler", default="pgs", choices=["pgs", "uniform", "zoo"])
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--max-gflop", type=float,
                         help="skip drawn tasks of more GFLOP (keeps a uniform draw's collection time bounded)")
-    parser.add_argument("--preset", default="full", choices=["full", "compact"])
+    parser.add_argument("--preset", default="full", choices=PRESETS)
     parser.add_argument("--plan", action="append", default=None, metavar="MODE",
                         help="collection plan per task (default explore:64); repeat to run several in order")
     parser.add_argument("--explore-agent", default="xgb-sa")

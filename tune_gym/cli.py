@@ -1,7 +1,7 @@
 """The ``tune-gym`` command.
 
-    tune-gym tasks [--suite NAME] [--sizes] [--preset full|compact]
-    tune-gym space TASK [--preset full|compact]
+    tune-gym tasks [--suite NAME] [--sizes] [--preset full|compact|medium]
+    tune-gym space TASK [--preset full|compact|medium]
     tune-gym best LOG [--export DIR]
     tune-gym datasets [--markdown]                              the dataset catalog
     tune-gym dataset show|verify FILE [--fidelity]              one dataset's summary / full check
@@ -32,6 +32,7 @@ from typing import Any
 
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.quiet import BusyHostError
+from tune_gym.space import PRESETS
 
 __all__ = ["build_parser", "main", "parse_options", "parse_task"]
 
@@ -283,12 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tasks", help="list suites and their tasks")
     p.add_argument("--suite", help="only this suite")
     p.add_argument("--sizes", action="store_true", help="also build each knob space and print its size")
-    p.add_argument("--preset", default="full", choices=["full", "compact"])
+    p.add_argument("--preset", default="full", choices=PRESETS)
     p.set_defaults(fn=cmd_tasks)
 
     p = sub.add_parser("space", help="show a task's knobs and their choice counts")
     p.add_argument("task")
-    p.add_argument("--preset", default="full", choices=["full", "compact"])
+    p.add_argument("--preset", default="full", choices=PRESETS)
     p.set_defaults(fn=cmd_space)
 
     p = sub.add_parser("best", help="best config of each task in a record file")

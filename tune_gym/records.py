@@ -129,7 +129,7 @@ class Record:
 
     Attributes:
         task: the task URI.
-        preset: the knob space preset (``full`` / ``compact``).
+        preset: the knob space preset (``full`` / ``compact`` / ``medium``).
         backend: name of the backend that measured it.
         config: per-knob choice indices in ``KnobSpace.for_task(Task.from_uri(task), preset)``.
         result: the measurement.

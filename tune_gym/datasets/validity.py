@@ -107,7 +107,7 @@ class ValidityLabels:
 
     Attributes:
         task: the task's URI.
-        preset: the knob space preset (``full`` or ``compact``).
+        preset: the knob space preset (a name of :data:`~tune_gym.space.PRESETS`).
         space_fingerprint: :func:`~tune_gym.datasets.dataset.space_fingerprint` of the space
             the configs index.
         space_size: number of configs in that space.
@@ -408,7 +408,7 @@ def collect_validity(task: Task | str, preset: str, n: int, seed: int, progress:
 
     Args:
         task: a :class:`Task`, URI or suite id (``"resnet18:1@cuda"``).
-        preset: ``"full"`` or ``"compact"``.
+        preset: a name of :data:`~tune_gym.space.PRESETS`.
         n: how many configs; when ``n >= space.size`` every config is labelled, in flat index
             order, and ``meta["sampling"]`` is ``"exhaustive"``.
         seed: seed of ``space.sample_unique(numpy.random.default_rng(seed), n)``.

@@ -107,7 +107,7 @@ class KnobWalkEnv(gym.Env):
 
     Args:
         task: the task (a :class:`Task`, a URI or a network-task string).
-        preset: knob-space preset (``"compact"`` or ``"full"``).
+        preset: knob-space preset (``"compact"``, ``"medium"`` or ``"full"``).
         reward_fn: ``configs (n x n_knobs int array) -> scores (n,)``, e.g. a cost model's
             prediction. Exactly one of ``reward_fn`` and ``backend`` must be given.
         backend: a measurement backend (or its id, ``"live"`` / ``"replay"``, built with

@@ -19,8 +19,8 @@ valid configuration in the problem's :class:`~tune_gym.external.kernel_tuner_io.
 
 There is no TVM program behind a config (``has_schedules`` False): :meth:`trace`,
 :meth:`apply` and the other schedule methods raise :class:`~tune_gym.errors.SpaceError`, as
-those of the other spaces without schedules do. Both presets (``full``, ``compact``) are the
-problem's one space: a measured space has no reduced variant.
+those of the other spaces without schedules do. Every preset (``full``, ``compact``, ``medium``)
+is the problem's one space: a measured space has no reduced variant.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class KTSpace(ScheduleFreeSpace):
 
     Args:
         task: a ``kt`` task.
-        preset: ``full`` or ``compact`` (the same space).
+        preset: any of :data:`~tune_gym.space.PRESETS` (the same space).
     """
 
     no_schedule_hint = ("a space measured with Kernel Tuner has no TVM {what}; its configs are parameter values "

@@ -20,7 +20,7 @@ knob            kind        choices
 Split choices are every ordered pair of positive factors (AutoTVM's ``define_split`` default
 policy), in the order of :func:`~tune_gym.space.perfect_tiles` (outer factor ascending); the
 inner factor is the tile. Presets: ``full`` is the paper's template (with ``loop_order``),
-``compact`` the upstream one (loop order 0 fixed), a quarter the size. The template defines
+``compact`` the upstream one (loop order 0 fixed), a quarter the size; there is no ``medium``. The template defines
 ``tile_b`` but never applies it; here, like the other tiles, its inner factor is the batch tile
 of one output tile (the batch rows computed together).
 
@@ -78,6 +78,9 @@ class VTASpace(ScheduleFreeSpace):
             raise SpaceError(f"VTASpace is for tasks on target vta, not {task.target.kind} ({task.uri})")
         if preset not in PRESETS:
             raise SpaceError(f"unknown space preset {preset!r}; known: {', '.join(PRESETS)}")
+        if preset == "medium":
+            raise SpaceError(f"{task.uri}: the VTA template has presets full and compact only (medium is a CPU "
+                             "rule set of MetaSchedule spaces)")
         self.conv = VTAConv.from_task(task)
         c = self.conv
         knobs = [
