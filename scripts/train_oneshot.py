@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, plot_losses, save_checkpoint, wrote
+from training_common import REPO, command_line, load_unchanged, plot_losses, print_scores, write_outputs
 
 from agents.models import metrics
 from agents.models.oneshot import OneShotModel, ebs_filter, load_oneshot_data
@@ -114,13 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
         "load_secs": load_secs, "scores": scores,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(model, args.out / f"{name}.pt", metadata)
-    plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png",
-                "MSE (training: oversampled rows; validation: unseen tasks)")
-    wrote(args.out, name)
-    for key, value in scores.items():
-        print(f"  {key}: {value}")
+    write_outputs(model, args.out, name, metadata, lambda png: plot_losses(
+        history, f"{name}: {len(train)} training rows", png,
+        "MSE (training: oversampled rows; validation: unseen tasks)"))
+    print_scores(scores)
     return 0
 
 

@@ -28,10 +28,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, plot_losses, save_checkpoint, wrote
+from training_common import (
+    REPO,
+    command_line,
+    load_unchanged,
+    network_scores,
+    plot_losses,
+    print_scores,
+    split_holdout,
+    split_validation,
+    write_outputs,
+)
 
 from agents.models import metrics
-from agents.models.rank_data import RankingData, held_out_mask, load_ranking_data, thin_platform
+from agents.models.rank_data import RankingData, load_ranking_data, thin_platform
 from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
 
 
@@ -94,20 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     files = list(args.files) if args.files else [e.path for e in catalog()]
     data, checksums, load_secs = load_unchanged(
         files, lambda: load_ranking_data(files, cache_dir=args.cache_dir, progress=not args.quiet))
-    try:
-        held, weights = held_out_mask(data, args.holdout)
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
-    pool, test = data.subset(~held), data.subset(held)
-    if not len(pool):
-        raise SystemExit(f"no training rows left after holding out {args.holdout}")
+    pool, test, weights = split_holdout(data, args.holdout)
     target = choose_target(pool, args.target_platform, needed=args.platform_fraction < 1)
     rng = np.random.default_rng(args.seed)
     if target is not None and args.platform_fraction < 1:  # choose_target gave one: it was needed
         pool = thin_platform(pool, target, args.platform_fraction, rng)
-    is_val = np.zeros(len(pool), dtype=bool)
-    is_val[rng.permutation(len(pool))[:round(args.val_fraction * len(pool))]] = True
-    train, val = pool.subset(~is_val), pool.subset(is_val)
+    train, val = split_validation(pool, args.val_fraction, rng)
     platforms = train.platforms if args.mtl else [DEFAULT_PLATFORM]
     model = TLPModel(platforms, data.shape, seed=args.seed, epochs=args.epochs, batch=args.batch, lr=args.lr,
                      weight_decay=args.weight_decay, clip=args.clip, lists=args.lists)
@@ -122,20 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         s = model.predict(test.x, head)
         scores["holdout_pairwise_accuracy"] = metrics.grouped_pairwise_accuracy(
             s, test.cost, test.task + "\0" + test.platform)
-        for net, w in weights.items():
-            present = {uri: n for uri, n in w.items()
-                       if np.isfinite(test.cost[test.task == uri]).any() and (test.cost[test.task == uri] > 0).any()}
-            if present:
-                ranked = [(s[test.task == uri], test.cost[test.task == uri]) for uri in present]
-                scores[net] = {"tasks_with_data": len(present), "tasks": len(w),
-                               **{f"top{k}": metrics.top_k_score(ranked, list(present.values()), k, args.seed)
-                                  for k in (1, 5)}}
+        scores.update(network_scores(s, test.task, test.cost, weights, args.seed))
     name = args.name or "_".join(["mtl-tlp" if args.mtl else "tlp",
                                   *(["holdout-" + "-".join(args.holdout)] if args.holdout else []),
                                   *([f"frac{args.platform_fraction:g}"] if args.platform_fraction < 1 else []),
                                   *(["batchlists"] if args.lists == "batch" else []),
                                   f"seed{args.seed}"])
-    args.out.mkdir(parents=True, exist_ok=True)
     metadata = {
         "command": command, "files": checksums, "seed": args.seed, "epochs": args.epochs,
         "holdout": args.holdout, "target_platform": target, "platform_fraction": args.platform_fraction,
@@ -147,11 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
         "load_secs": load_secs, "scores": scores,
     }
-    save_checkpoint(model, args.out / f"{name}.pt", metadata)
-    plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png", "LambdaRank loss per list")
-    wrote(args.out, name)
-    for key, value in scores.items():
-        print(f"  {key}: {value}")
+    write_outputs(model, args.out, name, metadata, lambda png: plot_losses(
+        history, f"{name}: {len(train)} training rows", png, "LambdaRank loss per list"))
+    print_scores(scores)
     return 0
 
 
