@@ -47,13 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from training_common import (
     REPO,
-    command_line,
+    catalog_files,
     draw_losses,
     load_unchanged,
     network_scores,
     print_scores,
     split_holdout,
     split_validation,
+    start,
     write_outputs,
 )
 
@@ -166,15 +167,12 @@ def held_out_scores(model: Any, test: Any, weights: dict[str, dict[str, int]], s
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = command_line("train_metatune.py", argv)
+    command = start("train_metatune.py", argv, args.threads)
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     from agents.models.metatune import MetaTuneModel, load_graph_data
-    from tune_gym.datasets.catalog import catalog
 
-    files = list(args.files) if args.files else [e.path for e in catalog()]
+    files = catalog_files(args.files)
     data, checksums, load_secs = load_unchanged(
         files, lambda: load_graph_data(files, cache_dir=args.cache_dir, progress=not args.quiet))
     pool, test, weights = split_holdout(data, args.holdout)

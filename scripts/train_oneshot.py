@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, plot_losses, print_scores, write_outputs
+from training_common import REPO, load_unchanged, plot_losses, print_scores, start, write_outputs
 
 from agents.models import metrics
 from agents.models.oneshot import OneShotModel, ebs_filter, load_oneshot_data
@@ -77,11 +77,7 @@ def data_dir_files(folder: Path, first: int | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = command_line("train_oneshot.py", argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    command = start("train_oneshot.py", argv, args.threads)
     files = list(args.files) if args.files else data_dir_files(args.data_dir, args.first_tasks)
     if not files:
         raise SystemExit("no dataset files: collect some with scripts/collect_pgs.py, or pass --files")

@@ -30,13 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from training_common import (
     REPO,
-    command_line,
+    catalog_files,
     load_unchanged,
     network_scores,
     plot_losses,
     print_scores,
     split_holdout,
     split_validation,
+    start,
     write_outputs,
 )
 
@@ -94,14 +95,8 @@ def choose_target(data: RankingData, requested: str | None, needed: bool) -> str
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = command_line("train_tlp.py", argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    from tune_gym.datasets.catalog import catalog
-
-    files = list(args.files) if args.files else [e.path for e in catalog()]
+    command = start("train_tlp.py", argv, args.threads)
+    files = catalog_files(args.files)
     data, checksums, load_secs = load_unchanged(
         files, lambda: load_ranking_data(files, cache_dir=args.cache_dir, progress=not args.quiet))
     pool, test, weights = split_holdout(data, args.holdout)

@@ -1,8 +1,9 @@
 """What the training scripts (``train_tlp.py``, ``train_oneshot.py``, ``train_metatune.py``) share:
-the exact command and the dataset files with their checksums for the checkpoint's sidecar, a
-load that refuses files a running collection changed underneath it, the split into training,
-validation and held-out rows, each held-out network's top-k scores, the save of the sealed
-checkpoint with its loss plot, and the closing report of what was written."""
+the start of a run (torch's threads; the catalog's files by default), the exact command and the
+dataset files with their checksums for the checkpoint's sidecar, a load that refuses files a
+running collection changed underneath it, the split into training, validation and held-out rows,
+each held-out network's top-k scores, the save of the sealed checkpoint with its loss plot, and
+the closing report of what was written."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+
+__all__ = ["REPO", "catalog_files", "command_line", "display", "draw_losses", "file_checksums", "load_unchanged",
+           "network_scores", "plot_losses", "print_scores", "save_checkpoint", "split_holdout", "split_validation",
+           "start", "write_outputs", "wrote"]
 
 
 class Rows(Protocol):
@@ -33,14 +38,27 @@ class Rows(Protocol):
 
 D = TypeVar("D", bound=Rows)
 
-__all__ = ["REPO", "command_line", "display", "draw_losses", "file_checksums", "load_unchanged", "network_scores",
-           "plot_losses", "print_scores", "save_checkpoint", "split_holdout", "split_validation", "write_outputs",
-           "wrote"]
-
 
 def command_line(script: str, argv: Sequence[str] | None) -> str:
     """The command that ran ``script`` (``python scripts/NAME.py ARGS``), for the sidecar."""
     return shlex.join(["python", *(sys.argv if argv is None else [f"scripts/{script}", *argv])])
+
+
+def start(script: str, argv: Sequence[str] | None, threads: int | None) -> str:
+    """The command that ran ``script`` (:func:`command_line`), once torch is given ``threads``
+    CPU threads (when set; else torch's default)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    return command_line(script, argv)
+
+
+def catalog_files(files: Sequence[Path] | None) -> list[Path]:
+    """``files`` when given, else every dataset file of the catalog (:func:`tune_gym.datasets.catalog.catalog`)."""
+    from tune_gym.datasets.catalog import catalog
+
+    return list(files) if files else [e.path for e in catalog()]
 
 
 def display(path: Path) -> str:
