@@ -46,9 +46,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from training_common import (
-    REPO,
     catalog_files,
     draw_losses,
+    holdout_parser,
     load_unchanged,
     network_scores,
     print_scores,
@@ -60,12 +60,7 @@ from training_common import (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default: every file of the catalog)")
-    p.add_argument("--holdout", action="append", default=[], metavar="NETWORK",
-                   help="leave out every task of this network (tune_gym.tasks.suites); repeatable")
-    p.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training rows (0.1)")
+    p = holdout_parser(__doc__, "encoded graphs (default ~/.cache/tune_gym/metatune)")
     p.add_argument("--epochs", type=int, default=30, help="supervised pre-training epochs (30)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -82,15 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="ablation: each config's own graph instead of the family's super-graph")
     p.add_argument("--no-meta", dest="meta", action="store_false", help="ablation: pre-training only, no MAML")
     p.add_argument("--shots-eval", type=int, default=16, help="rows per held-out kernel for the fine-tuned scores")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=REPO / "agents" / "checkpoints", help="output directory")
-    p.add_argument("--name", help="file stem of the outputs (default from the options)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    p.add_argument("--cache-dir", type=Path, help="cache of encoded graphs (default ~/.cache/tune_gym/metatune)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
-    if not 0 < args.val_fraction < 1:
-        p.error(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
     if args.shots_eval < 1:
         p.error(f"--shots-eval must be >= 1, got {args.shots_eval}")
     return args

@@ -29,8 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from training_common import (
-    REPO,
     catalog_files,
+    holdout_parser,
     load_unchanged,
     network_scores,
     plot_losses,
@@ -47,18 +47,13 @@ from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default: every file of the catalog)")
-    p.add_argument("--holdout", action="append", default=[], metavar="NETWORK",
-                   help="leave out every task of this network (tune_gym.tasks.suites); repeatable")
+    p = holdout_parser(__doc__, "encoded sequences (default ~/.cache/tune_gym/tlp)")
     p.add_argument("--mtl", action="store_true", help="MTL-TLP: one head per platform of the training data")
     p.add_argument("--target-platform", metavar="HOST",
                    help="the platform that --platform-fraction thins and the held-out scores use "
                         "(default: the only platform; required when there are several)")
     p.add_argument("--platform-fraction", type=float, default=1.0, metavar="F",
                    help="keep this random fraction of the target platform's training rows (default 1)")
-    p.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training rows (0.1)")
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--lists", choices=("task", "batch"), default="task",
                    help="LambdaRank lists: each task's rows of a batch (default) or the whole batch (TLP's code)")
@@ -66,17 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=7e-4)
     p.add_argument("--weight-decay", type=float, default=1e-6)
     p.add_argument("--clip", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=REPO / "agents" / "checkpoints", help="output directory")
-    p.add_argument("--name", help="file stem of the outputs (default from the options)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    p.add_argument("--cache-dir", type=Path, help="cache of encoded sequences (default ~/.cache/tune_gym/tlp)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     if not 0 < args.platform_fraction <= 1:
         p.error(f"--platform-fraction must be in (0, 1], got {args.platform_fraction}")
-    if not 0 < args.val_fraction < 1:
-        p.error(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
     return args
 
 

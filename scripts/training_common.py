@@ -7,6 +7,7 @@ the closing report of what was written."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import shlex
 import sys
@@ -19,9 +20,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 
-__all__ = ["REPO", "catalog_files", "command_line", "display", "draw_losses", "file_checksums", "load_unchanged",
-           "network_scores", "plot_losses", "print_scores", "save_checkpoint", "split_holdout", "split_validation",
-           "start", "write_outputs", "wrote"]
+__all__ = ["REPO", "catalog_files", "command_line", "display", "draw_losses", "file_checksums", "holdout_parser",
+           "load_unchanged", "network_scores", "plot_losses", "print_scores", "save_checkpoint", "split_holdout",
+           "split_validation", "start", "write_outputs", "wrote"]
 
 
 class Rows(Protocol):
@@ -42,6 +43,38 @@ D = TypeVar("D", bound=Rows)
 def command_line(script: str, argv: Sequence[str] | None) -> str:
     """The command that ran ``script`` (``python scripts/NAME.py ARGS``), for the sidecar."""
     return shlex.join(["python", *(sys.argv if argv is None else [f"scripts/{script}", *argv])])
+
+
+def holdout_parser(doc: str, cache: str) -> argparse.ArgumentParser:
+    """The command-line parser of a script that trains on the catalog's datasets with held-out
+    networks (described by the first paragraph of ``doc``), with the options all of them take:
+    ``--files``, ``--holdout``, ``--val-fraction`` (in (0, 1)), ``--seed``, ``--out``,
+    ``--name``, ``--threads``, ``--cache-dir`` (``cache``: what it caches, and where by default)
+    and ``--quiet``. The script adds its own."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default: every file of the catalog)")
+    p.add_argument("--holdout", action="append", default=[], metavar="NETWORK",
+                   help="leave out every task of this network (tune_gym.tasks.suites); repeatable")
+    p.add_argument("--val-fraction", type=_open_fraction, default=0.1,
+                   help="validation share of the training rows (0.1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=REPO / "agents" / "checkpoints", help="output directory")
+    p.add_argument("--name", help="file stem of the outputs (default from the options)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    p.add_argument("--cache-dir", type=Path, help=f"cache of {cache}")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def _open_fraction(text: str) -> float:
+    """A number in (0, 1) (argparse's ``type``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {value}")
+    return value
 
 
 def start(script: str, argv: Sequence[str] | None, threads: int | None) -> str:

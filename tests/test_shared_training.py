@@ -161,3 +161,12 @@ def test_network_scores_leave_out_tasks_without_a_measured_cost(common):
     scores = common.network_scores(np.array([1.0, 0.0, 1.0, 0.0]), task, cost, {"net": {"a": 2, "b": 1}}, 0)
     assert scores == {"net": {"tasks_with_data": 1, "tasks": 2, "top1": 1.0, "top5": 1.0}}
     assert common.network_scores(np.zeros(2), task[2:], cost[2:], {"net": {"b": 1}}, 0) == {}
+
+
+def test_holdout_scripts_refuse_a_validation_fraction_outside_0_1(common, capsys):
+    parser = common.holdout_parser("Train.\n\nMore.", "things")
+    assert parser.parse_args(["--val-fraction", "0.25"]).val_fraction == 0.25
+    for bad in ("0", "1", "x"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--val-fraction", bad])
+        assert "argument --val-fraction" in capsys.readouterr().err
