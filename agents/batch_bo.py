@@ -84,7 +84,8 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from agents.base import register
 from agents.model_based import ModelGuidedAgent, make_sa
 from agents.models.features import KnobFeaturizer, log_gflops
-from agents.optimizers.bo import candidate_pool, greedy_q_batch
+from agents.optimizers.bo import greedy_q_batch, refined_pool
+from agents.optimizers.sa import Scorer
 from tune_gym.options import OptionError, check_callable, check_choice, check_int, check_str
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -257,16 +258,18 @@ class BatchBOAgent(ModelGuidedAgent):
     def search(self, n: int) -> list[Config]:
         """The next ``n`` configs: greedy q-batch acquisition over an SA-refined candidate pool."""
         with self._seeded():
-            top = self._top_measured(self.sa.n_points // 2)
-            refined = self.sa.search(self.space, self.score, self.pool_size // 4, self.rng,
-                                     exclude=self.proposed, init=top)
-            pool = candidate_pool(self.space, self.rng, self.pool_size, anchors=top[: self.n_anchors],
-                                  extra=refined, exclude=self.proposed)
+            pool = self.candidates(self.score)
             if not pool:
                 return []
             acqf = self._batch_acquisition()
             picked = greedy_q_batch(acqf, self.encode(pool), n, self.shortlist, self.chunk)
         return [pool[i] for i in picked]
+
+    def candidates(self, score: Scorer) -> list[Config]:
+        """The pool of unmeasured configs a plan chooses from (:func:`agents.optimizers.bo.refined_pool`):
+        SA over ``score`` from the best measured configs, their neighbours, random configs."""
+        return refined_pool(self.space, self.sa, score, self.rng, self.pool_size,
+                            self._top_measured(self.sa.n_points // 2), self.n_anchors, self.proposed)
 
     def _batch_acquisition(self) -> qLogExpectedImprovement | qLogNoisyExpectedImprovement:
         assert self.model is not None and self._train_x is not None, "search before fit"

@@ -45,7 +45,6 @@ rows that never saw the task (:func:`pick_checkpoint`); ``checkpoint=PATH`` load
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -55,15 +54,13 @@ import numpy as np
 from agents import pretrained
 from agents.base import register
 from agents.batch_bo import BatchBOAgent
-from agents.model_based import check_checkpoint
-from agents.optimizers.bo import candidate_pool
+from agents.model_based import PretrainedAgent, check_checkpoint
 from agents.pretrained import CHECKPOINT_DIR
 from tune_gym.options import check_bool, check_float, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["CHECKPOINT_DIR", "MetaBOAgent", "pick_checkpoint"]
-
 
 
 def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_DIR, ablations: bool = False) -> Path:
@@ -86,18 +83,8 @@ def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_
                                       train_hint="scripts/train_metatune.py --holdout NETWORK")
 
 
-@functools.lru_cache(maxsize=4)
-def _load(path: str) -> Any:
-    from agents.models.metatune import MetaTuneModel
-
-    return MetaTuneModel.load(path)
-
-
-
-
-
 @register("meta-bo", "MetaTune: meta-learned GCN cost model (fine-tuned online) as the prior mean of a GP batch BO")
-class MetaBOAgent(BatchBOAgent):
+class MetaBOAgent(PretrainedAgent, BatchBOAgent):
     """GP batch BO with a meta-learned MetaTune model as prior mean (see the module docstring).
 
     Args:
@@ -135,17 +122,12 @@ class MetaBOAgent(BatchBOAgent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_checkpoint, "MetaTune")
-        self.checkpoint_path = path
-        self.cost_model = copy.deepcopy(_load(str(path.resolve())))  # fine-tuning changes this copy only
+        # fine-tuning changes this copy only
+        self.cost_model = copy.deepcopy(self.load_checkpoint(task.uri, pick_checkpoint, "MetaTune", "MetaTuneModel"))
         self.template = self.cost_model.template_for(task)
         self._embeddings: dict[Config, np.ndarray] = {}
         self._y_best = 0.0
         self.fitted = True  # the meta-learned model guides the first plan
-
-    def describe(self) -> dict[str, Any]:
-        path = self.checkpoint_path.resolve()
-        return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
     # ------------------------------------------------------------------ the cost model
     def embed(self, configs: np.ndarray | list[Config]) -> np.ndarray:
@@ -194,11 +176,7 @@ class MetaBOAgent(BatchBOAgent):
         if self.model is not None:
             return super().search(n)
         with self._seeded():
-            top = self._top_measured(self.sa.n_points // 2)
-            refined = self.sa.search(self.space, self.predict, self.pool_size // 4, self.rng,
-                                     exclude=self.proposed, init=top)
-            pool = candidate_pool(self.space, self.rng, self.pool_size, anchors=top[: self.n_anchors],
-                                  extra=refined, exclude=self.proposed)
+            pool = self.candidates(self.predict)
         if not pool:
             return []
         order = np.argsort(-self.predict(np.asarray(pool)), kind="stable")[:n]

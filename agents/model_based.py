@@ -17,11 +17,13 @@ throughput 0 (``invalid="zero"``, AutoTVM's choice) or are left out (``invalid="
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agents import pretrained
 from agents.base import Agent
 from agents.optimizers.sa import SimulatedAnnealing
 from tune_gym.measure.result import MeasureResult
@@ -29,7 +31,7 @@ from tune_gym.options import OptionError, check_choice, check_float, check_int, 
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["INVALID", "ModelGuidedAgent", "check_checkpoint", "make_sa"]
+__all__ = ["INVALID", "ModelGuidedAgent", "PretrainedAgent", "check_checkpoint", "make_sa"]
 
 #: Values of the ``invalid`` option: failed configs reach the model as throughput 0, or not at all.
 INVALID = ("zero", "drop")
@@ -40,6 +42,27 @@ def check_checkpoint(checkpoint: Any) -> str:
     if not isinstance(checkpoint, (str, os.PathLike)) or not str(checkpoint):
         raise OptionError(f"checkpoint must be 'auto', a path or a checkpoint name, got {show(checkpoint)}")
     return str(checkpoint)
+
+
+class PretrainedAgent:
+    """What the agents that start from a committed checkpoint share (mixed in before their
+    :class:`~agents.base.Agent` base): resolving their ``checkpoint`` option for a task, loading
+    the model once per file, and naming the file with its SHA-256 in :meth:`describe`."""
+
+    checkpoint: str
+    checkpoint_path: Path
+
+    def load_checkpoint(self, task_uri: str, pick: Callable[[str], Path], kind: str, model: str) -> Any:
+        """The ``model`` (a sidecar's model class) of the checkpoint the ``checkpoint`` option
+        names for ``task_uri`` (:func:`agents.pretrained.checkpoint_path`; ``pick`` chooses for
+        ``"auto"``, ``kind`` names the model in messages), shared between runs
+        (:func:`agents.pretrained.cached_model`): copy it before changing it."""
+        self.checkpoint_path = pretrained.checkpoint_path(self.checkpoint, task_uri, pick, kind)
+        return pretrained.cached_model(model, str(self.checkpoint_path.resolve()))
+
+    def describe(self) -> dict[str, Any]:
+        path = self.checkpoint_path.resolve()
+        return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
 
 def make_sa(sa_points: int, sa_steps: int, sa_early_stop: int, persistent: bool = True) -> SimulatedAnnealing:

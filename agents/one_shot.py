@@ -34,7 +34,7 @@ import numpy as np
 
 from agents import pretrained
 from agents.base import Agent, NotApplicable, register
-from agents.model_based import check_checkpoint, make_sa
+from agents.model_based import PretrainedAgent, check_checkpoint, make_sa
 from agents.pretrained import CHECKPOINT_DIR
 from tune_gym.options import check_int
 from tune_gym.space import Config, KnobSpace
@@ -53,13 +53,6 @@ def pick_oneshot_checkpoint(task_uri: str | Iterable[str], directory: Path = CHE
     return pretrained.pick_checkpoint("OneShotModel", task_uri, directory, train_hint="scripts/train_oneshot.py")
 
 
-@functools.lru_cache(maxsize=4)
-def _load(path: str) -> Any:
-    from agents.models.oneshot import OneShotModel
-
-    return OneShotModel.load(path)
-
-
 @functools.lru_cache(maxsize=8)
 def _featurizer(task: Task, preset: str, shape: tuple[int, int]) -> Any:
     from agents.models.oneshot import OneShotFeaturizer
@@ -68,7 +61,7 @@ def _featurizer(task: Task, preset: str, shape: tuple[int, int]) -> Any:
 
 
 @register("one-shot", "One-Shot Tuner: pretrained predictor, one SA search, measure the top 64, stop")
-class OneShotAgent(Agent):
+class OneShotAgent(PretrainedAgent, Agent):
     """See the module docstring.
 
     Args:
@@ -87,20 +80,14 @@ class OneShotAgent(Agent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_oneshot_checkpoint, "One-Shot")
-        self.checkpoint_path = path
-        self.model = _load(str(path.resolve()))
+        self.model = self.load_checkpoint(task.uri, pick_oneshot_checkpoint, "One-Shot", "OneShotModel")
         why = self.model.not_covered(task.op)
         if why is not None:
-            raise NotApplicable(f"the One-Shot checkpoint {path.name} was {why}")
+            raise NotApplicable(f"the One-Shot checkpoint {self.checkpoint_path.name} was {why}")
         self._features = _featurizer(task, space.preset, self.model.shape)
         self._picks: list[Config] | None = None
         self._scores: dict[bytes, float] = {}
         self.predictions = 0  # configs predicted (distinct)
-
-    def describe(self) -> dict[str, Any]:
-        path = self.checkpoint_path.resolve()
-        return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
     def score(self, configs: np.ndarray) -> np.ndarray:
         """The frozen predictor's scores, each distinct config predicted once per run (the search

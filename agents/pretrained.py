@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -32,9 +33,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CHECKPOINT_DIR", "CHECKPOINT_FORMAT", "RESEAL", "CheckpointError", "check_finite", "checkpoint_path",
-           "load_model", "pick_checkpoint", "read_checkpoint", "read_sidecar", "seal_checkpoint", "sha256",
-           "sidecar_digest", "write_checkpoint"]
+__all__ = ["CHECKPOINT_DIR", "CHECKPOINT_FORMAT", "MODEL_MODULES", "RESEAL", "CheckpointError", "cached_model",
+           "check_finite", "checkpoint_path", "load_model", "pick_checkpoint", "read_checkpoint", "read_sidecar",
+           "seal_checkpoint", "sha256", "sidecar_digest", "write_checkpoint"]
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 
@@ -111,6 +112,19 @@ def checkpoint_path(value: str, task_uri: str, auto: Callable[[str], Path], kind
             warnings.warn(f"{kind} checkpoint {path.name} was trained on {task_uri}: results on it are not "
                           "transfer results", stacklevel=3)
     return path
+
+
+#: The module of each checkpointed model class (a sidecar's ``"model"``), imported on first load.
+MODEL_MODULES = {"TLPModel": "agents.models.tlp", "OneShotModel": "agents.models.oneshot",
+                 "MetaTuneModel": "agents.models.metatune"}
+
+
+@functools.lru_cache(maxsize=12)
+def cached_model(model: str, path: str) -> Any:
+    """``model.load(path)`` (``model`` a key of :data:`MODEL_MODULES`), kept for later calls: an
+    agent resets once per task, and a suite tunes many tasks with the same checkpoint. Callers
+    share the object, so one that changes its model (fine-tuning) works on a copy."""
+    return getattr(importlib.import_module(MODEL_MODULES[model]), model).load(path)
 
 
 def sha256(path: str) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 
 from agents import pretrained
 from agents.base import register
-from agents.model_based import ModelGuidedAgent, check_checkpoint, make_sa
+from agents.model_based import ModelGuidedAgent, PretrainedAgent, check_checkpoint, make_sa
 from agents.pretrained import CHECKPOINT_DIR
 from tune_gym.options import check_choice, check_int, check_str
 from tune_gym.space import KnobSpace
@@ -56,16 +56,6 @@ def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_
                                       train_hint="scripts/train_tlp.py --holdout NETWORK")
 
 
-@functools.lru_cache(maxsize=4)
-def _load(path: str) -> Any:
-    from agents.models.tlp import TLPModel
-
-    return TLPModel.load(path)
-
-
-
-
-
 @functools.lru_cache(maxsize=8)
 def _encoder(task: Task, preset: str, shape: tuple[int, int]) -> Any:
     from tune_gym.features.primitives import SequenceEncoder
@@ -74,7 +64,7 @@ def _encoder(task: Task, preset: str, shape: tuple[int, int]) -> Any:
 
 
 @register("tlp-sa", "TLP: pretrained schedule-primitive ranking model + SA, fine-tuned online on the task")
-class TLPSAAgent(ModelGuidedAgent):
+class TLPSAAgent(PretrainedAgent, ModelGuidedAgent):
     """Simulated annealing over a pretrained TLP model (see the module docstring).
 
     Args:
@@ -100,16 +90,10 @@ class TLPSAAgent(ModelGuidedAgent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)
-        path = pretrained.checkpoint_path(self.checkpoint, task.uri, pick_checkpoint, "TLP")
-        self.checkpoint_path = path
-        self._pretrained = _load(str(path.resolve()))
+        self._pretrained = self.load_checkpoint(task.uri, pick_checkpoint, "TLP", "TLPModel")
         self.model = self._pretrained
         self._encode = _encoder(task, space.preset, self._pretrained.shape)
         self.fitted = True  # the pretrained model ranks from the first plan
-
-    def describe(self) -> dict[str, Any]:
-        path = self.checkpoint_path.resolve()
-        return {"checkpoint": path.name, "sha256": pretrained.sha256(str(path))}
 
     def fit(self, configs: np.ndarray, y: np.ndarray) -> bool:
         if self.fine_tune == "none" or y.max() <= 0:

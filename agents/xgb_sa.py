@@ -85,11 +85,10 @@ class XGBSAAgent(ModelGuidedAgent):
         super().__init__(plan_size, eps, n_init, invalid, make_sa(sa_points, sa_steps, sa_early_stop))
         self.features = check_choice("features", features, FEATURES)
         self.needs_schedules = self.features != "knob"  # the other features read the TVM program
-        self.loss = check_choice("loss", loss, ("rank", "reg"))
-        self.num_rounds = check_int("num_rounds", num_rounds, 1, none=True)
-        self.max_rounds = check_int("max_rounds", max_rounds, 1)
-        self.stopping_rounds = check_int("stopping_rounds", stopping_rounds, 1)
-        self.nthread = check_int("nthread", nthread, 1, none=True)
+        model = XGBModel(loss, num_rounds, nthread=nthread, max_rounds=max_rounds, stopping_rounds=stopping_rounds,
+                         plan_size=self.plan_size)  # checks the model's options
+        self.loss, self.num_rounds, self.nthread = model.loss, model.num_rounds, model.nthread
+        self.max_rounds, self.stopping_rounds = model.max_rounds, model.stopping_rounds
 
     def new_model(self, seed: int) -> XGBModel:
         """An unfitted cost model with this agent's settings."""

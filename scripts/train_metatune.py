@@ -45,16 +45,22 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, save_checkpoint, wrote
+from training_common import (
+    catalog_files,
+    draw_losses,
+    holdout_parser,
+    load_unchanged,
+    network_scores,
+    print_scores,
+    split_holdout,
+    split_validation,
+    start,
+    write_outputs,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default: every file of the catalog)")
-    p.add_argument("--holdout", action="append", default=[], metavar="NETWORK",
-                   help="leave out every task of this network (tune_gym.tasks.suites); repeatable")
-    p.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training rows (0.1)")
+    p = holdout_parser(__doc__, "encoded graphs (default ~/.cache/tune_gym/metatune)")
     p.add_argument("--epochs", type=int, default=30, help="supervised pre-training epochs (30)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -71,15 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="ablation: each config's own graph instead of the family's super-graph")
     p.add_argument("--no-meta", dest="meta", action="store_false", help="ablation: pre-training only, no MAML")
     p.add_argument("--shots-eval", type=int, default=16, help="rows per held-out kernel for the fine-tuned scores")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=REPO / "agents" / "checkpoints", help="output directory")
-    p.add_argument("--name", help="file stem of the outputs (default from the options)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    p.add_argument("--cache-dir", type=Path, help="cache of encoded graphs (default ~/.cache/tune_gym/metatune)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
-    if not 0 < args.val_fraction < 1:
-        p.error(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
     if args.shots_eval < 1:
         p.error(f"--shots-eval must be >= 1, got {args.shots_eval}")
     return args
@@ -93,16 +91,7 @@ def plot(history: dict[str, Any], title: str, path: Path) -> None:
 
     meta = history.get("meta")
     fig, axes = plt.subplots(1, 2 if meta else 1, figsize=(10 if meta else 6, 4), squeeze=False)
-    pre = history["pretrain"]
-    ax = axes[0, 0]
-    epochs = np.arange(1, len(pre["train_loss"]) + 1)
-    ax.plot(epochs, pre["train_loss"], label="training")
-    if pre["val_loss"]:
-        ax.plot(epochs, pre["val_loss"], label="validation")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("MSE of the normalised throughput")
-    ax.set_title("supervised pre-training", fontsize=9)
-    ax.legend()
+    draw_losses(axes[0, 0], history["pretrain"], "MSE of the normalised throughput", "supervised pre-training")
     if meta:
         ax = axes[0, 1]
         ax.plot(meta["step"], meta["train_loss"], label="training tasks (query, adapted)")
@@ -135,8 +124,9 @@ def held_out_scores(model: Any, test: Any, weights: dict[str, dict[str, int]], s
         if not (np.isfinite(cost) & (cost > 0)).any():
             continue
         key = f"{task} {preset} {platform}"
-        entry = {"rows": len(rows), "mse": metrics.mse(pred[rows], cost), "mse_top": metrics.mse_top(pred[rows], cost),
-                 "pairwise_accuracy": metrics.pairwise_accuracy(pred[rows], cost)}
+        entry: dict[str, Any] = {"rows": len(rows), "mse": metrics.mse(pred[rows], cost),
+                                 "mse_top": metrics.mse_top(pred[rows], cost),
+                                 "pairwise_accuracy": metrics.pairwise_accuracy(pred[rows], cost)}
         if len(rows) > shots + 1:
             pick = rng.permutation(len(rows))
             support, rest = rows[pick[:shots]], rows[pick[shots:]]
@@ -158,41 +148,22 @@ def held_out_scores(model: Any, test: Any, weights: dict[str, dict[str, int]], s
         out[f"mean_{name}"] = float(np.nanmean([k[name] for k in kernels.values()])) if kernels else None
         tuned = [k["fine_tuned"][name] for k in kernels.values() if "fine_tuned" in k]
         out[f"mean_fine_tuned_{name}"] = float(np.nanmean(tuned)) if tuned else None
-    for net, w in weights.items():
-        present = {uri: n for uri, n in w.items()
-                   if (np.isfinite(test.cost[test.task == uri]) & (test.cost[test.task == uri] > 0)).any()}
-        if present:
-            ranked = [(pred[test.task == uri], test.cost[test.task == uri]) for uri in present]
-            out[net] = {"tasks_with_data": len(present), "tasks": len(w),
-                        **{f"top{k}": metrics.top_k_score(ranked, list(present.values()), k, seed) for k in (1, 5)}}
+    out.update(network_scores(pred, test.task, test.cost, weights, seed))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = command_line("train_metatune.py", argv)
+    command = start("train_metatune.py", argv, args.threads)
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     from agents.models.metatune import MetaTuneModel, load_graph_data
-    from agents.models.rank_data import held_out_mask
-    from tune_gym.datasets.catalog import catalog
 
-    files = list(args.files) if args.files else [e.path for e in catalog()]
+    files = catalog_files(args.files)
     data, checksums, load_secs = load_unchanged(
         files, lambda: load_graph_data(files, cache_dir=args.cache_dir, progress=not args.quiet))
-    try:
-        held, weights = held_out_mask(data, args.holdout)  # reads only the rows' task URIs
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
-    pool, test = data.subset(~held), data.subset(held)
-    if not len(pool):
-        raise SystemExit(f"no training rows left after holding out {args.holdout}")
-    rng = np.random.default_rng(args.seed)
-    is_val = np.zeros(len(pool), dtype=bool)
-    is_val[rng.permutation(len(pool))[:round(args.val_fraction * len(pool))]] = True
-    train, val = pool.subset(~is_val), pool.subset(is_val)
+    pool, test, weights = split_holdout(data, args.holdout)
+    train, val = split_validation(pool, args.val_fraction, np.random.default_rng(args.seed))
     try:
         model = MetaTuneModel(data.templates, augment=args.augment, meta=args.meta, seed=args.seed,
                               epochs=args.epochs, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
@@ -213,7 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or "_".join(["metatune", *(["holdout-" + "-".join(args.holdout)] if args.holdout else []),
                                   *(["noaug"] if not args.augment else []), *(["nometa"] if not args.meta else []),
                                   f"seed{args.seed}"])
-    args.out.mkdir(parents=True, exist_ok=True)
     pre, meta = history["pretrain"], history.get("meta")
     metadata = {
         "command": command, "files": checksums, "seed": args.seed, "holdout": args.holdout,
@@ -229,13 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         "meta_secs": meta["secs"][0] if meta else None, "train_secs": train_secs, "load_secs": load_secs,
         "threads": torch.get_num_threads(), "scores": scores,
     }
-    save_checkpoint(model, args.out / f"{name}.pt", metadata)
-    plot(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png")
-    wrote(args.out, name)
+    write_outputs(model, args.out, name, metadata,
+                  lambda png: plot(history, f"{name}: {len(train)} training rows", png))
     print(f"  training: {train_secs:.0f} s; val MSE {scores['val_mse']:.4f}")
-    for key, value in scores.get("holdout", {}).items():
-        if key != "kernels":
-            print(f"  holdout {key}: {value}")
+    print_scores(scores.get("holdout", {}), "holdout ")
     return 0
 
 

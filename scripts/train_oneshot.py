@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, plot_losses, save_checkpoint, wrote
+from training_common import REPO, load_unchanged, plot_losses, print_scores, start, write_outputs
 
 from agents.models import metrics
 from agents.models.oneshot import OneShotModel, ebs_filter, load_oneshot_data
@@ -77,11 +77,7 @@ def data_dir_files(folder: Path, first: int | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = command_line("train_oneshot.py", argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    command = start("train_oneshot.py", argv, args.threads)
     files = list(args.files) if args.files else data_dir_files(args.data_dir, args.first_tasks)
     if not files:
         raise SystemExit("no dataset files: collect some with scripts/collect_pgs.py, or pass --files")
@@ -114,13 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
         "load_secs": load_secs, "scores": scores,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(model, args.out / f"{name}.pt", metadata)
-    plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png",
-                "MSE (training: oversampled rows; validation: unseen tasks)")
-    wrote(args.out, name)
-    for key, value in scores.items():
-        print(f"  {key}: {value}")
+    write_outputs(model, args.out, name, metadata, lambda png: plot_losses(
+        history, f"{name}: {len(train)} training rows", png,
+        "MSE (training: oversampled rows; validation: unseen tasks)"))
+    print_scores(scores)
     return 0
 
 

@@ -28,26 +28,32 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_common import REPO, command_line, load_unchanged, plot_losses, save_checkpoint, wrote
+from training_common import (
+    catalog_files,
+    holdout_parser,
+    load_unchanged,
+    network_scores,
+    plot_losses,
+    print_scores,
+    split_holdout,
+    split_validation,
+    start,
+    write_outputs,
+)
 
 from agents.models import metrics
-from agents.models.rank_data import RankingData, held_out_mask, load_ranking_data, thin_platform
+from agents.models.rank_data import RankingData, load_ranking_data, thin_platform
 from agents.models.tlp import DEFAULT_PLATFORM, TLPModel
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--files", nargs="+", type=Path, help="dataset files (default: every file of the catalog)")
-    p.add_argument("--holdout", action="append", default=[], metavar="NETWORK",
-                   help="leave out every task of this network (tune_gym.tasks.suites); repeatable")
+    p = holdout_parser(__doc__, "encoded sequences (default ~/.cache/tune_gym/tlp)")
     p.add_argument("--mtl", action="store_true", help="MTL-TLP: one head per platform of the training data")
     p.add_argument("--target-platform", metavar="HOST",
                    help="the platform that --platform-fraction thins and the held-out scores use "
                         "(default: the only platform; required when there are several)")
     p.add_argument("--platform-fraction", type=float, default=1.0, metavar="F",
                    help="keep this random fraction of the target platform's training rows (default 1)")
-    p.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training rows (0.1)")
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--lists", choices=("task", "batch"), default="task",
                    help="LambdaRank lists: each task's rows of a batch (default) or the whole batch (TLP's code)")
@@ -55,17 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=7e-4)
     p.add_argument("--weight-decay", type=float, default=1e-6)
     p.add_argument("--clip", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=REPO / "agents" / "checkpoints", help="output directory")
-    p.add_argument("--name", help="file stem of the outputs (default from the options)")
-    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    p.add_argument("--cache-dir", type=Path, help="cache of encoded sequences (default ~/.cache/tune_gym/tlp)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     if not 0 < args.platform_fraction <= 1:
         p.error(f"--platform-fraction must be in (0, 1], got {args.platform_fraction}")
-    if not 0 < args.val_fraction < 1:
-        p.error(f"--val-fraction must be in (0, 1), got {args.val_fraction}")
     return args
 
 
@@ -84,30 +82,16 @@ def choose_target(data: RankingData, requested: str | None, needed: bool) -> str
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = command_line("train_tlp.py", argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    from tune_gym.datasets.catalog import catalog
-
-    files = list(args.files) if args.files else [e.path for e in catalog()]
+    command = start("train_tlp.py", argv, args.threads)
+    files = catalog_files(args.files)
     data, checksums, load_secs = load_unchanged(
         files, lambda: load_ranking_data(files, cache_dir=args.cache_dir, progress=not args.quiet))
-    try:
-        held, weights = held_out_mask(data, args.holdout)
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
-    pool, test = data.subset(~held), data.subset(held)
-    if not len(pool):
-        raise SystemExit(f"no training rows left after holding out {args.holdout}")
+    pool, test, weights = split_holdout(data, args.holdout)
     target = choose_target(pool, args.target_platform, needed=args.platform_fraction < 1)
     rng = np.random.default_rng(args.seed)
     if target is not None and args.platform_fraction < 1:  # choose_target gave one: it was needed
         pool = thin_platform(pool, target, args.platform_fraction, rng)
-    is_val = np.zeros(len(pool), dtype=bool)
-    is_val[rng.permutation(len(pool))[:round(args.val_fraction * len(pool))]] = True
-    train, val = pool.subset(~is_val), pool.subset(is_val)
+    train, val = split_validation(pool, args.val_fraction, rng)
     platforms = train.platforms if args.mtl else [DEFAULT_PLATFORM]
     model = TLPModel(platforms, data.shape, seed=args.seed, epochs=args.epochs, batch=args.batch, lr=args.lr,
                      weight_decay=args.weight_decay, clip=args.clip, lists=args.lists)
@@ -122,20 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         s = model.predict(test.x, head)
         scores["holdout_pairwise_accuracy"] = metrics.grouped_pairwise_accuracy(
             s, test.cost, test.task + "\0" + test.platform)
-        for net, w in weights.items():
-            present = {uri: n for uri, n in w.items()
-                       if np.isfinite(test.cost[test.task == uri]).any() and (test.cost[test.task == uri] > 0).any()}
-            if present:
-                ranked = [(s[test.task == uri], test.cost[test.task == uri]) for uri in present]
-                scores[net] = {"tasks_with_data": len(present), "tasks": len(w),
-                               **{f"top{k}": metrics.top_k_score(ranked, list(present.values()), k, args.seed)
-                                  for k in (1, 5)}}
+        scores.update(network_scores(s, test.task, test.cost, weights, args.seed))
     name = args.name or "_".join(["mtl-tlp" if args.mtl else "tlp",
                                   *(["holdout-" + "-".join(args.holdout)] if args.holdout else []),
                                   *([f"frac{args.platform_fraction:g}"] if args.platform_fraction < 1 else []),
                                   *(["batchlists"] if args.lists == "batch" else []),
                                   f"seed{args.seed}"])
-    args.out.mkdir(parents=True, exist_ok=True)
     metadata = {
         "command": command, "files": checksums, "seed": args.seed, "epochs": args.epochs,
         "holdout": args.holdout, "target_platform": target, "platform_fraction": args.platform_fraction,
@@ -147,11 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         "history": history, "secs_per_epoch": float(np.mean(history["epoch_secs"])) if args.epochs else None,
         "load_secs": load_secs, "scores": scores,
     }
-    save_checkpoint(model, args.out / f"{name}.pt", metadata)
-    plot_losses(history, f"{name}: {len(train)} training rows", args.out / f"{name}.png", "LambdaRank loss per list")
-    wrote(args.out, name)
-    for key, value in scores.items():
-        print(f"  {key}: {value}")
+    write_outputs(model, args.out, name, metadata, lambda png: plot_losses(
+        history, f"{name}: {len(train)} training rows", png, "LambdaRank loss per list"))
+    print_scores(scores)
     return 0
 
 

@@ -90,20 +90,11 @@ def test_committed_checkpoint_beats_random_on_a_held_out_task():
     that never saw a ResNet-18 task finds better configs than random search in the first
     plan (48 trials: no fine-tuning yet), over 5 seeds. Measured: 65.3 GFLOPS in every seed (the
     optimum is 65.8) against 46-64 for random search."""
-    import gymnasium as gym
+    from replay_runs import best_over_seeds
 
-    from agents.base import run
+    def held_out(agent, result) -> None:
+        assert "resnet18" in agent.describe()["checkpoint"]
 
-    def best(agent_id: str, seed: int) -> float:
-        env = gym.make("tune_gym/Tune-v0", task="resnet18:7", preset="compact", backend="replay", batch_size=8,
-                       budget=48, reward_norm=1.0)
-        agent = make_agent(agent_id, sa_steps=100) if agent_id == "tlp-sa" else make_agent(agent_id)
-        result = run(agent, env, seed=seed)
-        if agent_id == "tlp-sa":
-            assert "resnet18" in agent.describe()["checkpoint"]
-        env.close()
-        return result.best.result.gflops
-
-    tlp = [best("tlp-sa", s) for s in range(5)]
-    rnd = [best("random", s) for s in range(5)]
+    tlp = best_over_seeds(lambda: make_agent("tlp-sa", sa_steps=100), "resnet18:7", 48, check=held_out)
+    rnd = best_over_seeds(lambda: make_agent("random"), "resnet18:7", 48)
     assert np.mean(tlp) > np.mean(rnd), (tlp, rnd)

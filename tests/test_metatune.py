@@ -254,14 +254,13 @@ def resnet_checkpoint(tmp_path_factory) -> Path:
 
 
 def test_meta_bo_runs_on_replay_with_a_model_guided_first_plan(resnet_checkpoint, train_seed, record_property):
-    import gymnasium as gym
+    from replay_runs import replay_env
 
     from agents.base import run
 
     options = {"checkpoint": str(resnet_checkpoint), "plan_size": 8, "pool_size": 32, "sa_points": 8,
                "sa_steps": 4, "shortlist": 16, "mc_samples": 32}
-    env = gym.make("tune_gym/Tune-v0", task="resnet18:7", preset="compact", backend="replay", batch_size=8,
-                   budget=24, reward_norm=1.0)
+    env = replay_env("resnet18:7", 24)
     agent = make_agent("meta-bo", **options)
     result = run(agent, env, seed=train_seed)
     space = env.unwrapped.space
@@ -310,20 +309,11 @@ def test_committed_checkpoint_beats_random_on_a_held_out_task():
     GFLOPS 64.06, 65.77, 65.77, 65.72, 65.77 (mean 65.42; the optimum is 65.77) against 64.06,
     64.00, 64.12, 56.31, 33.82 for random search (mean 56.46); ``batch-bo`` (plain GP, 16 random
     configs first) got mean 58.20, ``meta-bo`` without online fine-tuning 63.17. About a minute."""
-    import gymnasium as gym
+    from replay_runs import best_over_seeds
 
-    from agents.base import run
+    def held_out(agent, result) -> None:
+        assert "resnet18" in agent.describe()["checkpoint"]
 
-    def best(agent_id: str, seed: int) -> float:
-        env = gym.make("tune_gym/Tune-v0", task="resnet18:7", preset="compact", backend="replay", batch_size=8,
-                       budget=32, reward_norm=1.0)
-        agent = make_agent(agent_id)
-        result = run(agent, env, seed=seed)
-        if agent_id == "meta-bo":
-            assert "resnet18" in agent.describe()["checkpoint"]
-        env.close()
-        return result.best.result.gflops
-
-    meta = [best("meta-bo", s) for s in range(5)]
-    rnd = [best("random", s) for s in range(5)]
+    meta = best_over_seeds(lambda: make_agent("meta-bo"), "resnet18:7", 32, check=held_out)
+    rnd = best_over_seeds(lambda: make_agent("random"), "resnet18:7", 32)
     assert np.mean(meta) > np.mean(rnd), (meta, rnd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from replay_runs import best_over_seeds, replay_env
 
 from agents.base import NotApplicable, make_agent, run
 from agents.models.features import KnobFeaturizer
@@ -106,17 +107,10 @@ def test_auto_checkpoint_never_saw_the_task(tmp_path):
         pick_oneshot_checkpoint("op://b", tmp_path)
 
 
-def _env(budget: int = 256):
-    import gymnasium as gym
-
-    return gym.make("tune_gym/Tune-v0", task="resnet18:7", preset="compact", backend="replay", batch_size=8,
-                    budget=budget, reward_norm=1.0)
-
-
 def test_one_shot_measures_k_configs_once_and_never_updates_its_model(tmp_path):
     _checkpoint(tmp_path / "m.pt", ["op://other"])
     agent = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"), sa_points=64, sa_steps=10)
-    env = _env()
+    env = replay_env("resnet18:7")
     result = run(agent, env, seed=0)
     env.close()
     assert len(result.trials) == 64 and len(agent.seen) == 64
@@ -124,7 +118,7 @@ def test_one_shot_measures_k_configs_once_and_never_updates_its_model(tmp_path):
     before = {k: v.clone() for k, v in agent.model.net.state_dict().items()}
     assert agent.predictions <= 640  # one search of 64 points x (1 + 10 steps) over 640 configs, each predicted once
     again = make_agent("one-shot", checkpoint=str(tmp_path / "m.pt"), sa_points=64, sa_steps=10)
-    env = _env()
+    env = replay_env("resnet18:7")
     rerun = run(again, env, seed=0)
     env.close()
     assert [t.config for t in rerun.trials] == [t.config for t in result.trials]  # seeded
@@ -166,18 +160,11 @@ def test_committed_checkpoint_beats_random_with_the_same_64_measurements():
     ones, over 5 seeds. Measured: 45.64 GFLOPS, the space's optimum, in every seed, against
     40.2-43.7 for random search (mean 41.9); on resnet18:7, 64.00 in every seed (optimum 65.77)
     against 46.3-65.1 (mean 60.1)."""
-    import gymnasium as gym
-
-    def best(agent_id: str, seed: int) -> float:
-        env = gym.make("tune_gym/Tune-v0", task="resnet18:5", preset="compact", backend="replay", batch_size=8,
-                       budget=64, reward_norm=1.0)
-        result = run(make_agent(agent_id), env, seed=seed)
-        env.close()
+    def measured_64(agent, result) -> None:
         assert len(result.trials) == 64
-        return result.best.result.gflops
 
-    ours = [best("one-shot", s) for s in range(5)]
-    rnd = [best("random", s) for s in range(5)]
+    ours = best_over_seeds(lambda: make_agent("one-shot"), "resnet18:5", 64, check=measured_64)
+    rnd = best_over_seeds(lambda: make_agent("random"), "resnet18:5", 64, check=measured_64)
     assert np.mean(ours) > np.mean(rnd), (ours, rnd)
 
 

@@ -80,7 +80,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ from torch.nn import functional as F
 from torch_geometric.nn import DenseGCNConv
 
 from agents.models import metrics
+from agents.models.training import BatchLoss, run_epochs, validation_mse
 from agents.pretrained import load_model, write_checkpoint
 from tune_gym.features.graph import LOOP_FEATURES, NODE_TYPES, GraphTemplate, encode_graphs
 from tune_gym.space import Config, KnobSpace
@@ -640,34 +641,21 @@ class MetaTuneModel:
         self.net.scale.copy_(rms.clamp(min=1e-3).float())
 
     def _pretrain(self, data: GraphData, val: GraphData | None, progress: bool) -> dict[str, list[float]]:
-        from tqdm.auto import tqdm
-
+        """Supervised pre-training of the whole network: each epoch, every op family's rows in
+        shuffled batches of ``batch``, the batches of all families in a shuffled order."""
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         labels = [torch.from_numpy(data.label[data.block == k].astype(np.float32)) for k in range(len(data.blocks))]
-        history: dict[str, list[float]] = {"train_loss": [], "val_loss": [], "epoch_secs": []}
-        bar = tqdm(range(self.epochs), desc="MetaTune pre-training", unit="epoch", disable=not progress)
-        for _ in bar:
-            tic = time.perf_counter()
-            batches = [(k, idx) for k, rows in enumerate(data.blocks)
-                       for idx in torch.randperm(len(rows), generator=self._gen).split(self.batch)]
-            self.net.train()
-            total = 0.0
-            for j in torch.randperm(len(batches), generator=self._gen).tolist():
-                k, idx = batches[j]
+
+        def batches() -> Iterator[BatchLoss]:
+            blocks = [(k, idx) for k, rows in enumerate(data.blocks)
+                      for idx in torch.randperm(len(rows), generator=self._gen).split(self.batch)]
+            for j in torch.randperm(len(blocks), generator=self._gen).tolist():
+                k, idx = blocks[j]
                 pred = self.net(*self.tensors(data.blocks[k], idx.numpy()))
-                loss = F.mse_loss(pred, labels[k][idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(idx)
-            history["epoch_secs"].append(time.perf_counter() - tic)
-            history["train_loss"].append(total / len(data))
-            if val is not None and len(val):
-                history["val_loss"].append(float(np.mean((self.predict_data(val) - val.label) ** 2)))
-            bar.set_postfix(train=f"{history['train_loss'][-1]:.4f}",
-                            val=f"{history['val_loss'][-1]:.4f}" if history["val_loss"] else "-")
-        self.net.eval()
-        return history
+                yield BatchLoss(F.mse_loss(pred, labels[k][idx]), len(idx), len(idx))
+
+        return run_epochs(self.net, opt, self.epochs, batches, validation_mse(self.predict_data, val),
+                          desc="MetaTune pre-training", progress=progress)
 
     def _kernels(self, data: GraphData) -> list[np.ndarray]:
         """Row indices of each kernel with enough rows for a support and a query set."""

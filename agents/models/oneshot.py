@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import os
-import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.models.training import BatchLoss, run_epochs, validation_mse
 from agents.pretrained import load_model, write_checkpoint
 from tune_gym.features.task import TASK_FEATURE_DIM, task_features
 from tune_gym.space import KnobSpace
@@ -179,7 +180,7 @@ class OneShotFeaturizer:
                 self.sequences(idx).astype(np.float32))
 
 
-def load_oneshot_data(files: list[str | os.PathLike[str]], shape: tuple[int, int] = (25, 22),
+def load_oneshot_data(files: Sequence[str | os.PathLike[str]], shape: tuple[int, int] = (25, 22),
                       progress: bool = True) -> OneShotData:
     """The rows of dataset files as predictor inputs (sequences cached as in
     :func:`agents.models.rank_data.load_ranking_data`), labels per (task, platform)."""
@@ -292,8 +293,6 @@ class OneShotModel:
     def fit(self, data: OneShotData, val: OneShotData | None = None, progress: bool = True) -> dict[str, list[float]]:
         """Train for ``epochs`` epochs (each ``len(data)`` rows); returns the per-epoch
         ``train_loss``, ``val_loss`` (MSE) and ``epoch_secs``."""
-        from tqdm.auto import tqdm
-
         if len(data) == 0:
             raise ValueError("no training rows")
         tx, kx, sx, y = self._tensors(data)
@@ -301,32 +300,19 @@ class OneShotModel:
             self._standardise(tx, kx, sx)
         weights = torch.from_numpy(oversampling_weights(data.label) if self.oversample else np.ones(len(data)))
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr)
-        history: dict[str, list[float]] = {"train_loss": [], "val_loss": [], "epoch_secs": []}
-        bar = tqdm(range(self.epochs), desc="One-Shot epochs", unit="epoch", disable=not progress)
+
+        def batches() -> Iterator[BatchLoss]:
+            if self.oversample:
+                order = torch.multinomial(weights, len(data), replacement=True, generator=self._gen)
+            else:
+                order = torch.randperm(len(data), generator=self._gen)
+            for idx in order.split(self.batch):
+                yield BatchLoss(nn.functional.mse_loss(self.net(tx[idx], kx[idx], sx[idx]), y[idx]), len(idx), len(idx))
+
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(2**31, (1,), generator=self._gen)))  # dropout masks
-            for _ in bar:
-                tic = time.perf_counter()
-                self.net.train()
-                if self.oversample:
-                    order = torch.multinomial(weights, len(data), replacement=True, generator=self._gen)
-                else:
-                    order = torch.randperm(len(data), generator=self._gen)
-                total = 0.0
-                for idx in order.split(self.batch):
-                    loss = nn.functional.mse_loss(self.net(tx[idx], kx[idx], sx[idx]), y[idx])
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    total += loss.item() * len(idx)
-                history["epoch_secs"].append(time.perf_counter() - tic)
-                history["train_loss"].append(total / len(data))
-                if val is not None and len(val):
-                    history["val_loss"].append(float(np.mean((self.predict_data(val) - val.label) ** 2)))
-                bar.set_postfix(train=f"{history['train_loss'][-1]:.4f}",
-                                val=f"{history['val_loss'][-1]:.4f}" if history["val_loss"] else "-")
-        self.net.eval()
-        return history
+            return run_epochs(self.net, opt, self.epochs, batches, validation_mse(self.predict_data, val),
+                              desc="One-Shot epochs", progress=progress)
 
     @torch.no_grad()
     def predict(self, task_x: np.ndarray, knob_x: np.ndarray, seq: np.ndarray) -> np.ndarray:

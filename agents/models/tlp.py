@@ -42,11 +42,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.models.rank_data import RankingData
+from agents.models.training import BatchLoss, run_epochs
 from agents.pretrained import load_model, write_checkpoint
 
 __all__ = ["DEFAULT_PLATFORM", "TLPModel", "TLPNet", "lambdarank_loss"]
@@ -282,36 +283,21 @@ class TLPModel:
             History: ``train_loss`` and ``val_loss`` (per epoch: the summed loss divided by the
             number of lists it summed over), ``epoch_secs`` (training seconds per epoch).
         """
-        from tqdm.auto import tqdm
-
         self._check_data(data, "data")
         if val is not None:
             self._check_data(val, "val")
         x, label = torch.from_numpy(np.ascontiguousarray(data.x)), torch.from_numpy(data.label.astype(np.float32))
         head, group = self._lists(data)
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        history: dict[str, list[float]] = {"train_loss": [], "val_loss": [], "epoch_secs": []}
-        bar = tqdm(range(self.epochs), desc="TLP epochs", unit="epoch", disable=not progress)
-        for _ in bar:
-            tic = time.perf_counter()
-            self.net.train()
-            total = lists = 0.0
+
+        def batches() -> Iterator[BatchLoss]:
             for idx in torch.randperm(len(data), generator=self._gen).split(self.batch):
                 loss = self._batch_loss(x[idx], label[idx], head[idx], group[idx])
-                self.net.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.net.parameters(), self.clip)
-                opt.step()
-                total += loss.item()
-                lists += len(torch.unique(group[idx]))
-            history["epoch_secs"].append(time.perf_counter() - tic)
-            history["train_loss"].append(total / max(lists, 1.0))
-            if val is not None:
-                history["val_loss"].append(self.evaluate_loss(val))
-            bar.set_postfix(train=f"{history['train_loss'][-1]:.4f}",
-                            val=f"{history['val_loss'][-1]:.4f}" if val is not None else "-")
-        self.net.eval()
-        return history
+                yield BatchLoss(loss, 1, len(torch.unique(group[idx])))
+
+        return run_epochs(self.net, opt, self.epochs, batches,
+                          None if val is None else functools.partial(self.evaluate_loss, val), clip=self.clip,
+                          desc="TLP epochs", progress=progress)
 
     @torch.no_grad()
     def evaluate_loss(self, data: RankingData) -> float:

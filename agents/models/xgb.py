@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AUTOTVM_PARAMS", "XGBModel", "average_recall", "recall_curve"]
+from tune_gym.options import check_choice, check_int
+
+__all__ = ["AUTOTVM_PARAMS", "LOSSES", "XGBModel", "average_recall", "recall_curve"]
 
 #: AutoTVM's XGBoost parameters (xgboost_cost_model.py, ``XGBoostCostModel.__init__``).
 AUTOTVM_PARAMS: dict[str, Any] = {
@@ -36,6 +38,8 @@ AUTOTVM_PARAMS: dict[str, Any] = {
 FIT_MAX_ROUNDS, FIT_STOPPING_ROUNDS = 8000, 20
 #: ``XGBoostCostModel.fit_log``: ``num_boost_round=400``, ``stopping_rounds=100``, ``plan_size * 2``.
 LOG_MAX_ROUNDS, LOG_STOPPING_ROUNDS = 400, 100
+#: The training objectives: ``rank:pairwise`` (AutoTVM's default) or squared error.
+LOSSES = ("rank", "reg")
 #: ``_base_model_discount``: ``1 / 2 ** (n / 64)``; the base model is discarded below 0.05.
 DISCOUNT_HALF_LIFE, DISCOUNT_MIN = 64.0, 0.05
 
@@ -79,20 +83,21 @@ class XGBModel:
             stopping (AutoTVM: 20).
         plan_size: ``N`` of the recall@N stopping metric when :meth:`fit` is not given one
             (AutoTVM passes the tuner's plan size, 64).
+
+    Raises:
+        OptionError: an option of the wrong type or out of range (naming it).
     """
 
     def __init__(self, loss: str = "rank", num_rounds: int | None = None, seed: int = 0, nthread: int | None = 1,
                  max_rounds: int = FIT_MAX_ROUNDS, stopping_rounds: int = FIT_STOPPING_ROUNDS,
                  plan_size: int = 64) -> None:
-        if loss not in ("rank", "reg"):
-            raise ValueError(f"loss must be 'rank' or 'reg', not {loss!r}")
-        self.loss = loss
-        self.num_rounds = num_rounds
+        self.loss = check_choice("loss", loss, LOSSES)
+        self.num_rounds = check_int("num_rounds", num_rounds, 1, none=True)
         self.seed = seed
-        self.nthread = nthread
-        self.max_rounds = max_rounds
-        self.stopping_rounds = stopping_rounds
-        self.plan_size = plan_size
+        self.nthread = check_int("nthread", nthread, 1, none=True)
+        self.max_rounds = check_int("max_rounds", max_rounds, 1)
+        self.stopping_rounds = check_int("stopping_rounds", stopping_rounds, 1)
+        self.plan_size = check_int("plan_size", plan_size, 1)
         self.booster: Any = None
         self.base: XGBModel | None = None  # a transferred model whose margin is the base margin
         self.n_samples = 0  # rows of the latest fit (the discount's n)

@@ -8,6 +8,8 @@ instead:
   (e.g. the result of simulated annealing on a single-point acquisition), the Manhattan
   distance-1 neighbours of the best measured configs, and uniform random configs to fill
   the pool (so a batch can still leave the neighbourhood of the incumbents);
+  :func:`refined_pool` is the pool the BO agents score: simulated annealing from the best
+  measured configs supplies the first quarter;
 * :func:`greedy_q_batch` picks ``q`` of them by *sequential greedy* selection with a batch
   (MC) acquisition function such as ``qLogExpectedImprovement``: step ``j`` scores the
   remaining candidates jointly with the ``j`` already picked ones (BoTorch's
@@ -27,9 +29,10 @@ import numpy as np
 import torch
 from botorch.acquisition import AcquisitionFunction
 
+from agents.optimizers.sa import Scorer, SimulatedAnnealing
 from tune_gym.space import Config, KnobSpace
 
-__all__ = ["candidate_pool", "greedy_q_batch"]
+__all__ = ["candidate_pool", "greedy_q_batch", "refined_pool"]
 
 
 def candidate_pool(space: KnobSpace, rng: np.random.Generator, size: int, anchors: Sequence[Config] = (),
@@ -49,6 +52,15 @@ def candidate_pool(space: KnobSpace, rng: np.random.Generator, size: int, anchor
             taken.add(cfg)
             pool.append(cfg)
     return pool + space.sample_unique(rng, size - len(pool), exclude=taken)
+
+
+def refined_pool(space: KnobSpace, sa: SimulatedAnnealing, score: Scorer, rng: np.random.Generator, size: int,
+                 top: list[Config], n_anchors: int, exclude: AbstractSet[Config] = frozenset()) -> list[Config]:
+    """:func:`candidate_pool` of ``size`` configs whose ``extra`` are the ``size // 4`` best configs
+    simulated annealing finds over ``score``, started from ``top`` (the best measured configs,
+    best first), and whose anchors are the first ``n_anchors`` of ``top``; none in ``exclude``."""
+    refined = sa.search(space, score, size // 4, rng, exclude=exclude, init=top)
+    return candidate_pool(space, rng, size, anchors=top[:n_anchors], extra=refined, exclude=exclude)
 
 
 def greedy_q_batch(acqf: AcquisitionFunction, X: torch.Tensor, q: int, shortlist: int | None = None,

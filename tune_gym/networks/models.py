@@ -58,6 +58,7 @@ __all__ = [
     "SqueezeNet",
     "TinyNet",
     "get_model",
+    "inverted_bottleneck",
 ]
 
 IMAGENET_CLASSES = 1000
@@ -381,6 +382,24 @@ class SqueezeNet(Network):
 # ----------------------------------------------------------------------------- MobileNet-V2
 
 
+def inverted_bottleneck(in_channels: int, out_channels: int, kernel_size: int, stride: int, expand_ratio: int,
+                        activation: Callable[[], nn.Module], squeeze_channels: int | None = None) -> nn.Sequential:
+    """The layers of a mobile inverted bottleneck (MobileNet-V2, EfficientNet): a 1x1 expansion to
+    ``expand_ratio * in_channels`` (skipped for ratio 1), a ``kernel_size`` depthwise convolution
+    of ``stride`` (both with BN and ``activation``), squeeze-excitation with a bottleneck of
+    ``squeeze_channels`` when given, then a linear 1x1 projection with BN."""
+    hidden = in_channels * expand_ratio
+    layers: list[nn.Module] = []
+    if expand_ratio != 1:
+        layers.append(ConvBNAct(in_channels, hidden, kernel_size=1, activation=activation))
+    layers.append(ConvBNAct(hidden, hidden, kernel_size=kernel_size, stride=stride, groups=hidden,
+                            activation=activation))
+    if squeeze_channels is not None:
+        layers.append(SqueezeExcitation(hidden, squeeze_channels))
+    layers.append(ConvBNAct(hidden, out_channels, kernel_size=1, activation=None))
+    return nn.Sequential(*layers)
+
+
 class InvertedResidual(nn.Module):
     """MobileNet-V2 block: 1x1 expansion (skipped for ratio 1), 3x3 depthwise convolution,
     both with BN + ReLU6, then a linear 1x1 projection with BN; the input is added when the
@@ -395,16 +414,8 @@ class InvertedResidual(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, stride: int, expand_ratio: int) -> None:
         super().__init__()
-        hidden = in_channels * expand_ratio
         self.use_residual = stride == 1 and in_channels == out_channels
-        layers: list[nn.Module] = []
-        if expand_ratio != 1:
-            layers.append(ConvBNAct(in_channels, hidden, kernel_size=1, activation=nn.ReLU6))
-        layers += [
-            ConvBNAct(hidden, hidden, kernel_size=3, stride=stride, groups=hidden, activation=nn.ReLU6),
-            ConvBNAct(hidden, out_channels, kernel_size=1, activation=None),
-        ]
-        self.conv = nn.Sequential(*layers)
+        self.conv = inverted_bottleneck(in_channels, out_channels, 3, stride, expand_ratio, nn.ReLU6)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(N, in, H, W) -> (N, out, H / stride, W / stride)."""
@@ -483,17 +494,9 @@ class MBConv(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, expand_ratio: int) -> None:
         super().__init__()
-        hidden = in_channels * expand_ratio
         self.use_residual = stride == 1 and in_channels == out_channels
-        layers: list[nn.Module] = []
-        if expand_ratio != 1:
-            layers.append(ConvBNAct(in_channels, hidden, kernel_size=1, activation=nn.SiLU))
-        layers += [
-            ConvBNAct(hidden, hidden, kernel_size=kernel_size, stride=stride, groups=hidden, activation=nn.SiLU),
-            SqueezeExcitation(hidden, max(1, in_channels // 4)),
-            ConvBNAct(hidden, out_channels, kernel_size=1, activation=None),
-        ]
-        self.block = nn.Sequential(*layers)
+        self.block = inverted_bottleneck(in_channels, out_channels, kernel_size, stride, expand_ratio, nn.SiLU,
+                                         squeeze_channels=max(1, in_channels // 4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(N, in, H, W) -> (N, out, H / stride, W / stride)."""

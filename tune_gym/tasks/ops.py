@@ -215,13 +215,18 @@ def _padded(q: Params, sizes: tuple[str, ...]) -> list[Shape]:
     return [(q["n"], q["c"], *(q[x] + 2 * q["p"] for x in sizes))] if q["p"] else []
 
 
-def _conv2d_build(q: Params, dtype: str) -> list[Any]:
-    from tvm import te, topi
+def _placeholders(shapes: list[Shape], dtype: str, names: tuple[str, ...] = ("data", "weight")) -> list[Any]:
+    """A TE placeholder of ``dtype`` per input shape of an op, named by ``names`` in order."""
+    from tvm import te
 
-    data = te.placeholder(_conv2d_inputs(q)[0], dtype=dtype, name="data")
-    weight = te.placeholder(_conv2d_inputs(q)[1], dtype=dtype, name="weight")
-    out = topi.nn.conv2d_nchw(data, weight, q["s"], q["p"], q["d"], out_dtype=dtype)
-    return [data, weight, out]
+    return [te.placeholder(shape, dtype=dtype, name=name) for shape, name in zip(shapes, names, strict=True)]
+
+
+def _conv2d_build(q: Params, dtype: str) -> list[Any]:
+    from tvm import topi
+
+    data, weight = _placeholders(_conv2d_inputs(q), dtype)
+    return [data, weight, topi.nn.conv2d_nchw(data, weight, q["s"], q["p"], q["d"], out_dtype=dtype)]
 
 
 def _conv2d_flops(q: Params) -> int:
@@ -248,13 +253,10 @@ def _dw_bounds(q: Params) -> list[Bound]:
 
 
 def _dw_build(q: Params, dtype: str) -> list[Any]:
-    from tvm import te, topi
+    from tvm import topi
 
-    shapes = _dw_inputs(q)
-    data = te.placeholder(shapes[0], dtype=dtype, name="data")
-    weight = te.placeholder(shapes[1], dtype=dtype, name="weight")
-    out = topi.nn.depthwise_conv2d_nchw(data, weight, q["s"], q["p"], 1, out_dtype=dtype)
-    return [data, weight, out]
+    data, weight = _placeholders(_dw_inputs(q), dtype)
+    return [data, weight, topi.nn.depthwise_conv2d_nchw(data, weight, q["s"], q["p"], 1, out_dtype=dtype)]
 
 
 def _dw_flops(q: Params) -> int:
@@ -309,11 +311,9 @@ _TCONV_NO_PACKING = (
 
 
 def _tconv_build(q: Params, dtype: str) -> list[Any]:
-    from tvm import te, topi
+    from tvm import topi
 
-    shapes = _tconv_inputs(q)
-    data = te.placeholder(shapes[0], dtype=dtype, name="data")
-    weight = te.placeholder(shapes[1], dtype=dtype, name="weight")
+    data, weight = _placeholders(_tconv_inputs(q), dtype)
     out = topi.nn.conv2d_transpose_nchw(
         data, weight, (q["s"], q["s"]), (q["p"], q["p"]), dtype, (q["op"], q["op"])
     )
@@ -341,13 +341,10 @@ def _c1_output(q: Params) -> Shape:
 
 
 def _c1_build(q: Params, dtype: str) -> list[Any]:
-    from tvm import te, topi
+    from tvm import topi
 
-    shapes = _c1_inputs(q)
-    data = te.placeholder(shapes[0], dtype=dtype, name="data")
-    weight = te.placeholder(shapes[1], dtype=dtype, name="weight")
-    out = topi.nn.conv1d_ncw(data, weight, q["s"], q["p"], 1, out_dtype=dtype)
-    return [data, weight, out]
+    data, weight = _placeholders(_c1_inputs(q), dtype)
+    return [data, weight, topi.nn.conv1d_ncw(data, weight, q["s"], q["p"], 1, out_dtype=dtype)]
 
 
 def _c1_flops(q: Params) -> int:
@@ -364,11 +361,9 @@ def _dense_inputs(q: Params) -> list[Shape]:
 
 
 def _dense_build(q: Params, dtype: str) -> list[Any]:
-    from tvm import te, topi
+    from tvm import topi
 
-    shapes = _dense_inputs(q)
-    data = te.placeholder(shapes[0], dtype=dtype, name="data")
-    weight = te.placeholder(shapes[1], dtype=dtype, name="weight")
+    data, weight = _placeholders(_dense_inputs(q), dtype)
     return [data, weight, topi.nn.dense(data, weight, out_dtype=dtype)]
 
 
@@ -382,11 +377,9 @@ def _bmm_inputs(q: Params) -> list[Shape]:
 
 
 def _bmm_build(q: Params, dtype: str) -> list[Any]:
-    from tvm import te, topi
+    from tvm import topi
 
-    shapes = _bmm_inputs(q)
-    a = te.placeholder(shapes[0], dtype=dtype, name="A")
-    b = te.placeholder(shapes[1], dtype=dtype, name="B")
+    a, b = _placeholders(_bmm_inputs(q), dtype, ("A", "B"))
     return [a, b, topi.nn.batch_matmul(a, b, out_dtype=dtype, transpose_b=True)]
 
 
