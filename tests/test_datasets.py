@@ -17,6 +17,7 @@ from tune_gym.datasets import DATASET_SCHEMA, Dataset, DatasetError, load_datase
 from tune_gym.datasets.catalog import catalog, find_dataset
 from tune_gym.datasets.collect import Plan, collect, journal_path, parse_plan
 from tune_gym.errors import TuneGymError
+from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.replay import ReplayBackend
 from tune_gym.records import load_records
@@ -158,7 +159,7 @@ def test_replay_without_a_dataset_says_how_to_collect_one(monkeypatch, tmp_path)
 
 
 # ---------------------------------------------------------------------- collector
-class CountingBackend:
+class CountingBackend(Backend):
     """Replay as the 'hardware': counts what is measured, can die after some batches."""
 
     name = "counting"
@@ -168,7 +169,7 @@ class CountingBackend:
         self.measured: list[tuple[int, ...]] = []
         self.die_after = die_after
 
-    def reference(self, task):
+    def reference(self, task, preset=None):
         return Reference(100.0, "test reference", (100.0,), "test")
 
     def measure(self, task, space, configs):

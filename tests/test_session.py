@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tune_gym.envs.knob_walk import KnobWalkEnv
+from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.replay import ReplayBackend
 from tune_gym.records import load_records, recorded_reference
@@ -19,7 +20,7 @@ from tune_gym.space import KnobSpace
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
 
 
-class CountingBackend:
+class CountingBackend(Backend):
     """Replay that counts what it is asked to measure."""
 
     name = "counting-replay"

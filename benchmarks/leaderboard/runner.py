@@ -142,13 +142,13 @@ def _host() -> str:
 
 
 def _data_identity(backend: Any, task: Any, preset: str) -> dict[str, Any]:
-    """Which data answered the run (dataset files and checksums), so validation uses the same."""
-    datasets = getattr(backend, "datasets", None)
-    if datasets is None:
+    """Which data answered the run (dataset files and checksums), so validation uses the same;
+    only the backend's name for a backend without recorded data (live, rpc, a simulator)."""
+    datasets = backend.datasets(task, preset)
+    if not datasets:
         return {"backend": backend.name}
     return {"backend": backend.name,
-            "datasets": [{"source": Path(d.source).name, "checksum": d.meta.get("checksum")}
-                         for d in datasets(task, preset)]}
+            "datasets": [{"source": Path(d.source).name, "checksum": d.meta.get("checksum")} for d in datasets]}
 
 
 def run_suite(

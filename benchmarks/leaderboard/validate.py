@@ -458,7 +458,7 @@ class _Checker:
         key = (spec.backend, task.uri, spec.preset)
         if key not in self._data:
             backend = self._backend(spec.backend)
-            datasets: list[Any] = backend.datasets(task, spec.preset) if hasattr(backend, "datasets") else []
+            datasets: list[Any] = backend.datasets(task, spec.preset)
             exhaustive = next((d for d in datasets if d.exhaustive), None)
             self._data[key] = _Data(max((d.best_gflops for d in datasets), default=math.nan),
                                     None if exhaustive is None else exhaustive.mean_cost)

@@ -226,8 +226,7 @@ class TuneEnv(gym.Env):
         """The rest of the constructor, after the backend exists (which may supply the space)."""
         from tune_gym.features.primitives import default_shape
 
-        recorded = getattr(self.backend, "recorded_space", None)  # replay with spaces="recorded": no TVM
-        space = recorded(self.task, preset) if callable(recorded) else None
+        space = self.backend.recorded_space(self.task, preset)  # replay with spaces="recorded": no TVM
         self.space = space if space is not None else KnobSpace.for_task(self.task, preset)
         if observation is None:
             observation = kinds.default_observation(self.task) if self.space.has_schedules else "knobs"
@@ -290,12 +289,10 @@ class TuneEnv(gym.Env):
         if reward_norm == "none":
             return 1.0
         if reward_norm == "optimum":
-            optimum = getattr(self.backend, "optimum", None)
-            best = optimum(self.task, self.space) if callable(optimum) else None
+            best = self.backend.optimum(self.task, self.space)
             if best is None:
-                why = (f"the {self.backend.name} backend has no recorded optimum" if not callable(optimum) else
-                       "its data does not hold them all (not an exhaustive dataset)" if not
-                       self.backend.covers(self.task, self.space) else "none of them ran")  # type: ignore[attr-defined]
+                why = (f"the {self.backend.name} backend's data does not hold them all (not an exhaustive dataset)"
+                       if not self.backend.covers(self.task, self.space) else "none of them ran")
                 raise OptionError(f"reward_norm='optimum' needs replay data holding every config of {self.task.uri} "
                                   f"(preset {self.preset}, {self.space.size} configs), one of which ran, but {why}; "
                                   "use 'torch', 'none' or a number")
@@ -310,10 +307,8 @@ class TuneEnv(gym.Env):
 
         resumed = self.session.resumed  # host_id() reads the TVM version: asked only when there are records
         recorded = recorded_reference(resumed, self.task, host=host_id()) if resumed else None
-        if recorded is None and hasattr(self.backend, "reference"):
-            ref = self.backend.reference  # the data's reference for this preset, if the backend tells presets apart
-            by_preset = len(inspect.signature(ref).parameters) > 1
-            recorded = ref(self.task, self.space.preset) if by_preset else ref(self.task)
+        if recorded is None:
+            recorded = self.backend.reference(self.task, self.space.preset)  # the data's, if the backend has one
         if recorded is not None:
             return self._checked_suspect(recorded)
         from tune_gym.measure.reference import measure_reference
