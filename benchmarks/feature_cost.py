@@ -16,7 +16,7 @@ schedules, which is what ``metaschedule``'s model pays per program it scores (it
 ``population_size`` x (``genetic_num_iters`` + 1) programs per batch).
 
 Reported per row: milliseconds per config of wall time and of this process's CPU time (a hint when
-the machine is busy), with the host (:func:`tune_gym.records.host_id`), LLVM's name of its CPU and
+the machine is busy), with the host (:func:`tune_gym.host.host_id`), LLVM's name of its CPU and
 the command.
 """
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--configs must be >= 1, got {args.configs}")
 
     from tune_gym._tvm import tvm
-    from tune_gym.records import host_id
+    from tune_gym.host import host_id
 
     print(f"host {host_id()}, LLVM cpu {tvm().target.codegen.llvm_get_system_cpu()}")
     print(f"command: python -m benchmarks.feature_cost {shlex.join(sys.argv[1:] if argv is None else argv)}")

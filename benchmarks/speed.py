@@ -47,8 +47,8 @@ import gymnasium as gym
 import numpy as np
 
 import tune_gym  # noqa: F401  (registers the environments)
+from tune_gym.host import host_fingerprint
 from tune_gym.measure import BACKENDS, make_backend
-from tune_gym.records import host_fingerprint
 from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from tune_gym.records import host_fingerprint, host_id
+from tune_gym.host import host_fingerprint, host_id
 from tune_gym.tasks import Task
 
 # The key of MetaSchedule's own run; the agent that re-states its search is named ``metaschedule``.

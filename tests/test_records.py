@@ -10,6 +10,7 @@ import pytest
 
 from tune_gym._tvm import ms, tvm
 from tune_gym.errors import RecordError
+from tune_gym.host import host_fingerprint, host_id
 from tune_gym.measure.result import MeasureResult
 from tune_gym.records import (
     SCHEMA_VERSION,
@@ -17,8 +18,6 @@ from tune_gym.records import (
     RecordWriter,
     best_records,
     export_database,
-    host_fingerprint,
-    host_id,
     load_database,
     load_records,
 )

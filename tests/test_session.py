@@ -138,7 +138,8 @@ def test_env_reuses_the_recorded_reference_and_writes_it(dense_task, tmp_path, m
     import gymnasium as gym
 
     import tune_gym.measure.reference as reference_module
-    from tune_gym.records import Record, RecordWriter, host_id
+    from tune_gym.host import host_id
+    from tune_gym.records import Record, RecordWriter
 
     def no_measuring(task, *args, **kwargs):
         raise AssertionError(f"measured a reference for {task.uri}")

@@ -136,7 +136,7 @@ def run_end(trials: int, budget: int, space_size: int) -> str:
 
 
 def _host() -> str:
-    from tune_gym.records import host_id
+    from tune_gym.host import host_id
 
     return host_id()
 

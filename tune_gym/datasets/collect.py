@@ -136,8 +136,9 @@ def collect(
     Returns:
         The dataset as written.
     """
+    from tune_gym.host import host_id
     from tune_gym.measure.reference import measure_reference
-    from tune_gym.records import RecordWriter, host_id, load_records, recorded_reference
+    from tune_gym.records import RecordWriter, load_records, recorded_reference
     from tune_gym.session import TuningSession
 
     out = Path(out)

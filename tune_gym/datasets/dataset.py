@@ -14,7 +14,7 @@ against, and what learned cost models train on. Columns:
 ``time``           unix time of the measurement
 ``mode``           how the row was collected: ``exhaustive``, ``random``, ``exploration``
                    or ``records`` (converted from a record file)
-``host``           :func:`tune_gym.records.host_id` of the measuring machine
+``host``           :func:`tune_gym.host.host_id` of the measuring machine
 ``tvm``            TVM version
 ``reference_gflops``  the PyTorch reference throughput recorded with it
 ``extra``          backend details (JSON, may be empty)
@@ -247,7 +247,7 @@ class Dataset:
             reference_gflops=np.array([r.reference.gflops if r.reference else math.nan for r, _ in rows]),
             extra=[dict(r.result.extra) for r, _ in rows],
         )
-        from tune_gym.records import host_fingerprint, host_id
+        from tune_gym.host import host_fingerprint, host_id
 
         ds.meta = {
             "fingerprint": space_fingerprint(space), "space_size": space.size, "knobs": space.names,

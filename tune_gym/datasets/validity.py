@@ -420,7 +420,7 @@ def collect_validity(task: Task | str, preset: str, n: int, seed: int, progress:
         The labels, with ``meta`` saying how they were made.
     """
     from tune_gym._tvm import tvm
-    from tune_gym.records import host_fingerprint
+    from tune_gym.host import host_fingerprint
 
     task_id = task if isinstance(task, str) and "://" not in task else None
     task = task if isinstance(task, Task) else Task.parse(task)

@@ -303,7 +303,8 @@ class TuneEnv(gym.Env):
         """The reference of ``reward_norm="torch"``: recorded with the data if possible."""
         if reward_norm != "torch":
             return None
-        from tune_gym.records import host_id, recorded_reference
+        from tune_gym.host import host_id
+        from tune_gym.records import recorded_reference
 
         resumed = self.session.resumed  # host_id() reads the TVM version: asked only when there are records
         recorded = recorded_reference(resumed, self.task, host=host_id()) if resumed else None

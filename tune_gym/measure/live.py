@@ -45,11 +45,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Self, TypeVar
 
+from tune_gym.host import host_cores
 from tune_gym.measure.base import Backend
 from tune_gym.measure.result import MeasureResult
 from tune_gym.options import OptionError, check_bool, check_float, check_int, check_keys, show
 from tune_gym.space import Config, KnobSpace
-from tune_gym.tasks.targets import host_cores
 from tune_gym.tasks.task import Task
 
 __all__ = ["ADAPTIVE_OPTIONS", "BuiltBatch", "LiveBackend", "LiveConfig", "ProcessBackend", "WorkDir", "build_batch",
