@@ -42,19 +42,19 @@ TUNE_TIR = "tune_tir"
 
 
 def _init_worker() -> None:
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     ms()
 
 
 def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path) -> dict[str, Any]:
     """Tune with MetaSchedule's ``tune_tir``; best GFLOPS after each trial, in order."""
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     m = ms()
     cores = len(os.sched_getaffinity(0))
     # Fresh builder workers import TVM's tensor intrinsics, which takes longer than the build
-    # timeout unless done the fast way (tune_gym._tvm); the live backend's workers do the same.
+    # timeout unless done the fast way (tune_gym.tvm_support); the live backend's workers do the same.
     builder = m.builder.LocalBuilder(max_workers=cores, timeout_sec=60.0, initializer=_init_worker)
     runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
                                   initializer=_init_worker)

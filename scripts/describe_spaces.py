@@ -18,7 +18,7 @@ import json
 import sys
 
 from tune_gym import kinds
-from tune_gym.datasets.catalog import _REPO_DATA, catalog
+from tune_gym.datasets.catalog import REPO_DATA, catalog
 from tune_gym.datasets.dataset import space_fingerprint
 from tune_gym.datasets.spaces import REPO_SPACES, write_space
 from tune_gym.space import KnobSpace
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with the committed files, write nothing")
     args = parser.parse_args(argv)
     problems, wanted = [], set()
-    for entry in catalog([_REPO_DATA]):
+    for entry in catalog([REPO_DATA]):
         task = Task.from_uri(entry.task)
         if kinds.get_kind(task.target.kind) is not None:
             continue  # a registered kind's space needs no TVM

@@ -54,4 +54,4 @@ def test_host_imports_no_other_tune_gym_module_but_its_checks():
     tree = ast.parse((ROOT / "tune_gym" / "host.py").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert {m for m in imported if m.startswith("tune_gym")} == {"tune_gym.errors", "tune_gym.options",
-                                                                "tune_gym._tvm"}
+                                                                "tune_gym.tvm_support"}

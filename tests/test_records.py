@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 import pytest
 
-from tune_gym._tvm import ms, tvm
 from tune_gym.errors import RecordError
 from tune_gym.host import host_fingerprint, host_id
 from tune_gym.measure.result import MeasureResult
@@ -23,6 +22,7 @@ from tune_gym.records import (
 )
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
+from tune_gym.tvm_support import ms, tvm
 
 TASK = Task.make("dense", m=16, n=16, k=16)
 

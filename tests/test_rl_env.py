@@ -307,11 +307,11 @@ def test_sb3_adapter_trains_ppo_and_reports_cut_episodes():
 # ---------------------------------------------------------------------- stored space descriptions
 def test_committed_space_descriptions_match_their_datasets():
     from tune_gym import kinds
-    from tune_gym.datasets.catalog import _REPO_DATA, catalog
+    from tune_gym.datasets.catalog import REPO_DATA, catalog
     from tune_gym.datasets.spaces import REPO_SPACES, read_space
     from tune_gym.tasks import Task
 
-    fingerprints = {e.meta["fingerprint"]: e for e in catalog([_REPO_DATA])
+    fingerprints = {e.meta["fingerprint"]: e for e in catalog([REPO_DATA])
                     if kinds.get_kind(Task.from_uri(e.task).target.kind) is None}  # MetaSchedule spaces
     files = sorted(REPO_SPACES.glob("*.json"))
     assert {p.stem for p in files} == set(fingerprints)

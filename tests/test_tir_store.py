@@ -37,7 +37,7 @@ def store(tmp_path, monkeypatch):
 @pytest.fixture()
 def no_parsing(monkeypatch):
     """Makes any TVMScript parse fail the test: reading the store must never parse."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tvm()
     import tvm.script
@@ -83,7 +83,7 @@ def _evil_script(marker: Path) -> str:
 def test_old_form_file_that_runs_a_command_when_parsed_runs_nothing(store, tmp_path):
     from tvm.script import from_source
 
-    from tune_gym._tvm import fast_frame_inspection
+    from tune_gym.tvm_support import fast_frame_inspection
 
     marker = tmp_path / "marker"
     script = _evil_script(marker)
@@ -167,7 +167,7 @@ def test_digest_field_and_name_field_are_checked(store):
 
 
 def test_a_file_with_another_kind_of_module_is_refused(store):
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     func = pf._canonical(_scale_func())["main"]
@@ -310,7 +310,7 @@ _TYPES = ["None", "int", "bool", "float", "DataType", "ffi.String", "ffi.Array",
 @pytest.fixture(scope="module")
 def kernel_doc():
     """A valid store document of a small kernel and its graph."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tvm()
     mod = pf._canonical(_scale_func())

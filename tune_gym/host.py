@@ -149,6 +149,6 @@ def host_id() -> str:
 
 def tvm_version() -> str:
     """The installed TVM's version string (imports TVM)."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     return str(tvm().__version__)

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tune_gym._tvm import ms
 from tune_gym.errors import RecordError, SpaceError, TuneGymError
 from tune_gym.host import host_id, tvm_version
 from tune_gym.jsonl import JsonlAppender, read_jsonl
@@ -52,6 +51,7 @@ from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import PRESETS, Config, KnobSpace
 from tune_gym.tasks.task import Task
+from tune_gym.tvm_support import ms
 
 __all__ = [
     "SCHEMA_VERSION", "Record", "RecordWriter", "best_records", "check_record", "export_database",

@@ -92,7 +92,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             "key": spec.key, "spec": asdict(spec), "task_uri": base.task.uri,
             "space_size": base.space.size, "flops": base.task.flops,
             "reference_gflops": base.reference_gflops,
-            "data": _data_identity(base.backend, base.task, spec.preset),
+            "data": data_identity(base.backend, base.task, spec.preset),
             "configs": [list(t.config) for t in trials],
             "gflops": [t.result.gflops for t in trials],
             "errors": [t.result.error for t in trials],
@@ -141,7 +141,7 @@ def _host() -> str:
     return host_id()
 
 
-def _data_identity(backend: Any, task: Any, preset: str) -> dict[str, Any]:
+def data_identity(backend: Any, task: Any, preset: str) -> dict[str, Any]:
     """Which data answered the run (dataset files and checksums), so validation uses the same;
     only the backend's name for a backend without recorded data (live, rpc, a simulator)."""
     datasets = backend.datasets(task, preset)

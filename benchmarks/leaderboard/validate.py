@@ -346,11 +346,11 @@ class _Checker:
 
     def _numbers(self, line: dict[str, Any], spec: RunSpec, task: Any, space: Any, where: str) -> bool:
         """Data identity, reference and the replay of every trial; False at the first mismatch."""
-        from benchmarks.leaderboard.runner import _data_identity
+        from benchmarks.leaderboard.runner import data_identity
         from tune_gym.session import TuningSession
 
         backend = self._backend(spec.backend)
-        data = _data_identity(backend, task, spec.preset)
+        data = data_identity(backend, task, spec.preset)
         if data != line["data"]:
             self.problem(f"{where}: the data answering it changed: recorded {line['data']}, now {data}")
             return False

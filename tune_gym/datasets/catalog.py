@@ -33,7 +33,7 @@ from tune_gym.tasks.task import Task
 __all__ = ["CatalogEntry", "CatalogWarning", "catalog", "data_dirs", "find_dataset", "read_entry",
            "task_data_dirs"]
 
-_REPO_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
+REPO_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
 
 
 class CatalogWarning(UserWarning):
@@ -60,7 +60,7 @@ class CatalogEntry:
 def data_dirs() -> list[Path]:
     """Directories searched for datasets, in order (``TUNE_GYM_DATA`` first)."""
     extra = [Path(p) for p in os.environ.get("TUNE_GYM_DATA", "").split(os.pathsep) if p]
-    return [*extra, _REPO_DATA]
+    return [*extra, REPO_DATA]
 
 
 def task_data_dirs(task: Task | str) -> list[Path]:

@@ -435,7 +435,7 @@ def load_dataset(path: str | os.PathLike[str], space: KnobSpace | None = None, v
     if verify and parquet_io.rows_checksum(table) != footer["checksum"]:
         raise DatasetError(f"dataset {path}: checksum mismatch: its rows are not the rows it was written with (the "
                            f"file was edited or corrupted). {_RESTORE}")
-    task, preset = _task_of(footer, path), footer["preset"]
+    task, preset = task_of(footer, path), footer["preset"]
     space = space or _space_of(task, preset, path)
     _check_space(footer, task, preset, space, path)
     where = f"dataset {path}"
@@ -475,7 +475,7 @@ def seal_dataset(path: str | os.PathLike[str]) -> str:
     if parquet_io.rows_checksum(table) != footer["checksum"]:
         raise DatasetError(f"dataset {path}: checksum mismatch: its rows are not the rows it was written with, so it "
                            f"is not sealed. {_RESTORE}")
-    task = _task_of(footer, path)
+    task = task_of(footer, path)
     space = _space_of(task, footer["preset"], path)
     _check_space(footer, task, footer["preset"], space, path)
     _check_footer_values(footer, task, space, table.num_rows, f"dataset {path}")
@@ -498,7 +498,8 @@ def _load_records(path: Path, space: KnobSpace | None) -> Dataset:
     return ds
 
 
-def _task_of(footer: dict[str, Any], path: str | os.PathLike[str]) -> Task:
+def task_of(footer: dict[str, Any], path: str | os.PathLike[str]) -> Task:
+    """The task a dataset's footer names; a :class:`DatasetError` naming ``path`` when it does not parse."""
     try:
         return Task.from_uri(footer["task"])
     except TuneGymError as err:

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 
 from tune_gym import kinds
-from tune_gym.datasets.catalog import _REPO_DATA
+from tune_gym.datasets.catalog import REPO_DATA
 from tune_gym.datasets.dataset import DatasetError, space_fingerprint
 from tune_gym.errors import SpaceError
 from tune_gym.space import KnobSpace, RecordedSpace
@@ -37,7 +37,7 @@ from tune_gym.tasks.task import Task
 __all__ = ["REPO_SPACES", "find_space", "read_space", "recorded_space", "store_dirs", "write_space"]
 
 #: The repository's descriptions: those of the committed datasets.
-REPO_SPACES = _REPO_DATA / "spaces"
+REPO_SPACES = REPO_DATA / "spaces"
 _MAX_FILE = 1 << 20  # bytes of a description (the largest full space's is about 5 KB)
 
 

@@ -273,8 +273,10 @@ class TuneEnv(gym.Env):
             "progress": spaces.Box(np.zeros(2, np.float32), np.array([self.throughput_high, 1], np.float32),
                                    dtype=np.float32),
         })
-        self._task_features = np.clip(task_features(self.task), 0, TASK_FEATURE_HIGH)
-        self._default_config = self.space.canonical([0] * k)  # shown before any measurement
+        #: The ``task`` observation (the task's features, clipped to the observation bounds).
+        self.task_obs = np.clip(task_features(self.task), 0, TASK_FEATURE_HIGH)
+        #: The config the best-config observations show before any measurement.
+        self.default_config = self.space.canonical([0] * k)
         entry_bytes = sum(4 * math.prod(b.shape) for b in best.values())
         self._encoding_limit = max(8, _ENCODING_CACHE_BYTES // max(1, entry_bytes))
         self._encodings: dict[Config, dict[str, np.ndarray]] = {}  # config -> best-config keys, see _encoding
@@ -407,9 +409,9 @@ class TuneEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         best_cfg, best_gflops = self.best
         return {
-            "task": self._task_features.copy(),
+            "task": self.task_obs.copy(),
             **{key: value.copy() for key, value in
-               self._encoding(best_cfg if best_cfg is not None else self._default_config).items()},
+               self._encoding(best_cfg if best_cfg is not None else self.default_config).items()},
             "last_configs": self._last_configs.copy(),
             "last_throughput": self._last_tp.copy(),
             "last_valid": self._last_valid.copy(),

@@ -105,8 +105,8 @@ class TuneVectorEnv(VectorEnv):
         # each recorded config's knobs scaled to [0, 1], by row (the best_knobs observation)
         self._knobs = space.normalized((self._keys[:, None] // self._weights) % space.dims)
         self._row_of_key = _dense_index(self._keys, int(self._weights[0] * space.dims[0]) if len(space.dims) else 1)
-        self._task_obs = np.broadcast_to(env._task_features, (self.num_envs, len(env._task_features)))
-        self._default_knobs = space.normalized([env._default_config])[0]
+        self._task_obs = np.broadcast_to(env.task_obs, (self.num_envs, len(env.task_obs)))
+        self._default_knobs = space.normalized([env.default_config])[0]
         self._reference = np.full(self.num_envs, env.reference_gflops)
         self._plain = _rules_nothing_out(space)
         n, b, k = self.num_envs, env.batch_size, space.n_knobs

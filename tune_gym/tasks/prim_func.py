@@ -65,8 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from tune_gym.errors import TaskError
-from tune_gym.tasks._checks import fields, show
 from tune_gym.tasks._tir_json import GraphError, check_graph, strip_spans
+from tune_gym.tasks.checks import fields, show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_uri_scheme
 
@@ -99,7 +99,7 @@ def store_dirs() -> list[Path]:
 def _canonical(func_or_mod: Any) -> Any:
     """``IRModule({"main": func})`` with ``global_symbol`` ``main`` (the form that is tuned and
     that MetaSchedule's database is queried with)."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     if isinstance(func_or_mod, tv.IRModule):
@@ -169,7 +169,7 @@ def _encode(mod: Any) -> str:
     """The module's JSON graph without source locations, zlib-compressed, base64 (ASCII)."""
     from tvm_ffi.serialization import from_json_graph_str
 
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     graph = strip_spans(json.loads(tv.ir.save_json(mod)))
@@ -270,7 +270,7 @@ def _decode(graph: Any) -> Any:
     """The IRModule of a checked graph (:func:`check_graph`), if it is one PrimFunc named main."""
     from tvm_ffi.serialization import from_json_graph_str
 
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     text = json.dumps(check_graph(graph))  # what TVM parses is exactly what was checked
@@ -335,7 +335,7 @@ def _module(digest: str) -> Any:
 
 @functools.lru_cache(maxsize=512)
 def _signature(digest: str) -> tuple[tuple[tuple[int, ...], str], ...]:
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     func = _module(digest)["main"]
     try:
@@ -452,7 +452,7 @@ def _layout_free(digest: str) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=512)
 def _flops(digest: str) -> int:
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     return max(1, int(tvm().s_tir.analysis.estimate_tir_flops(_module(digest))))
 

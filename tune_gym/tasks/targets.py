@@ -44,7 +44,7 @@ from tune_gym import kinds
 from tune_gym.errors import TaskError
 from tune_gym.host import MAX_CORES, check_cpu_name, host_cores, host_cpu
 from tune_gym.options import check_int_option
-from tune_gym.tasks._checks import fields, pairs, show
+from tune_gym.tasks.checks import fields, pairs, show
 
 __all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "TargetSpec", "check_int_option"]
 
@@ -183,7 +183,7 @@ class TargetSpec:
         kind = kinds.get_kind(self.kind)
         if kind is not None:
             raise TaskError(f"target {kind.name} {kind.no_tvm_target}")
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         return tvm().target.Target(self.resolved())
 
