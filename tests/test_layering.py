@@ -1,4 +1,4 @@
-"""Who may import what: the privacy of underscored names.
+"""Who may import what: the project's layers and the privacy of underscored names.
 
 Scans every ``.py`` under tune_gym/, agents/, benchmarks/ and scripts/ (the source, not the
 imported modules, so nothing is imported and the scan takes well under a second):
@@ -7,6 +7,8 @@ imported modules, so nothing is imported and the scan takes well under a second)
   neither ``from M import _x`` nor ``M._x``, where ``M`` is a project module or a name
   imported from one.
 * A private module (``pkg._mod``) is imported only by modules of its own package ``pkg``.
+* Layers: ``tune_gym`` imports neither ``agents`` nor ``benchmarks``; ``agents`` does not import
+  ``benchmarks``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tune_gym", "agents", "benchmarks", "scripts")
+#: Top-level package -> the project packages it must not import.
+FORBIDDEN = {"tune_gym": ("agents", "benchmarks"), "agents": ("benchmarks",)}
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,9 @@ def problems(path: Path, root: Path = ROOT) -> list[str]:
                 out.append(f"{where}:{imp.line}: imports the private module {'.'.join(parts[:i + 1])}")
         if imp.name is not None and is_private(imp.name) and imp.module != me:
             out.append(f"{where}:{imp.line}: imports the private name {imp.name} of {imp.module}")
+        for layer in FORBIDDEN.get(me.split(".")[0], ()):
+            if parts[0] == layer:
+                out.append(f"{where}:{imp.line}: {me.split('.')[0]} imports {layer} ({imp.module})")
     aliases = {imp.alias for imp in found}
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and is_private(node.attr):
@@ -90,7 +97,7 @@ def problems(path: Path, root: Path = ROOT) -> list[str]:
     return out
 
 
-def test_no_module_reaches_into_another():
+def test_no_module_reaches_into_another_or_across_layers():
     broken = [line for path in project_files() for line in problems(path)]
     assert not broken, "\n".join(broken)
 
@@ -105,6 +112,9 @@ def test_no_module_reaches_into_another():
     ("from tune_gym.tasks._tir_json import load", "tune_gym.space",
      "imports the private module tune_gym.tasks._tir_json"),
     ("from tune_gym.space import __all__", "agents.x", None),
+    ("from benchmarks.leaderboard import runner", "agents.demo", "agents imports benchmarks"),
+    ("import agents.base", "tune_gym.cli", "tune_gym imports agents"),
+    ("from agents.base import Agent", "benchmarks.speed", None),
     ("from . import _private", "tune_gym.tasks.task", "imports the private name _private of tune_gym.tasks"),
 ])
 def test_the_rules_catch_what_they_name(tmp_path, source, me, expected):
