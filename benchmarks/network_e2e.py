@@ -175,13 +175,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from tune_gym.host import host_id
     from tune_gym.networks import import_network
-    from tune_gym.tasks.prim_func import REPO_STORE, save
+    from tune_gym.tasks.prim_func import repo_store, save
 
     net = import_network(args.network, args.target, seed=args.seed, weights=args.weights)
     if args.weights == "packed":
         net.name = f"{args.network}-packed"
     for t in net.tasks:  # the records name kernels by digest: keep the kernels with the repository
-        save(t.task, REPO_STORE)
+        save(t.task, repo_store())
     root = args.out / host_id() / net.name
     if args.part in ("tune", "all"):
         part_tune(net, args, root)

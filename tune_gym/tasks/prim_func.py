@@ -65,17 +65,17 @@ from pathlib import Path
 from typing import Any
 
 from tune_gym.errors import TaskError
+from tune_gym.locations import benchmarks_path
 from tune_gym.tasks._tir_json import GraphError, check_graph, strip_spans
 from tune_gym.tasks.checks import fields, show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_uri_scheme
 
-__all__ = ["FORMAT", "REPO_STORE", "PrimFuncTask", "digest_of", "lookup", "read_kernel", "register", "save",
-           "store_dirs", "write_kernel"]
+__all__ = ["FORMAT", "PrimFuncTask", "digest_of", "lookup", "read_kernel", "register", "repo_store",
+           "save", "store_dirs", "write_kernel"]
 
 _URI = re.compile(r"tir://(?P<name>[A-Za-z0-9_.]{1,200})/(?P<digest>[0-9a-f]{16})(?:\?(?P<query>.*))?",
                   re.ASCII | re.DOTALL)
-REPO_STORE = Path(__file__).resolve().parents[2] / "benchmarks" / "networks" / "tir"
 #: :attr:`PrimFuncTask.op` of every PrimFunc task.
 OP = "prim_func"
 
@@ -89,11 +89,16 @@ _CONVERT = "scripts/convert_tir_store.py"
 _registered: dict[str, tuple[str, Any]] = {}  # digest -> (name, IRModule)
 
 
+def repo_store() -> Path:
+    """The repository's kernels: ``benchmarks/networks/tir`` (:func:`tune_gym.locations.benchmarks_dir`)."""
+    return benchmarks_path("networks", "tir")
+
+
 def store_dirs() -> list[Path]:
     """Directories searched for ``<digest>.json`` kernels, in order; the last is the user store."""
     extra = [Path(p) for p in os.environ.get("TUNE_GYM_TIR", "").split(os.pathsep) if p]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tune_gym" / "tir"
-    return [*extra, REPO_STORE, cache]
+    return [*extra, repo_store(), cache]
 
 
 def _canonical(func_or_mod: Any) -> Any:
