@@ -309,6 +309,23 @@ def test_an_object_lacking_backend_methods_is_refused_naming_them(dense_task):
         TuneEnv(dense_task, preset="compact", backend=_Answering(), reward_norm=1.0)
 
 
+@pytest.mark.parametrize("path", ["tune_gym.measure.live:LiveBackend", "tune_gym.measure.rpc:RPCBackend",
+                                  "tune_gym.measure.replay:ReplayBackend",
+                                  "tune_gym.measure.surrogate:SurrogateBackend", "tune_gym.vta.backend:VTASimBackend"])
+def test_every_backend_is_a_backend_with_one_reference_signature(path):
+    import importlib
+    import inspect
+
+    from tune_gym.measure import Backend
+    from tune_gym.measure.base import BACKEND_METHODS
+
+    module, name = path.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, Backend) and cls.name and not inspect.isabstract(cls)
+    assert list(inspect.signature(cls.reference).parameters) == ["self", "task", "preset"]
+    assert all(callable(getattr(cls, m)) for m in BACKEND_METHODS)
+
+
 def test_a_backend_subclass_gets_the_defaults_and_the_env_asks_it_directly(dense_task):
     from tune_gym.measure import Backend, is_backend
 
