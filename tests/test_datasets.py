@@ -215,6 +215,18 @@ def test_collect_exhaustive_resumes_after_a_kill_without_measuring_twice(tmp_pat
     assert third.measured == []
 
 
+def test_collect_refuses_an_object_that_is_no_backend(tmp_path):
+    class MeasureOnly:
+        def measure(self, task, space, configs):
+            return []
+
+    with pytest.raises(DatasetError, match=r"collect: backend must be a tune_gym.measure.Backend, got MeasureOnly, "
+                                           r"which lacks close\(\), reference\(\)"):
+        collect(Task.from_uri(DENSE), "compact", tmp_path / "x.parquet", [Plan("exhaustive")],
+                backend=MeasureOnly(), progress=False)
+    assert not (tmp_path / "x.parquet").exists()
+
+
 def test_collect_random_then_exploration(tmp_path, records, train_seed, record_property):
     from agents import make_agent
 

@@ -137,6 +137,7 @@ def collect(
         The dataset as written.
     """
     from tune_gym.host import host_id
+    from tune_gym.measure import is_backend, missing_methods
     from tune_gym.measure.reference import measure_reference
     from tune_gym.records import RecordWriter, load_records, recorded_reference
     from tune_gym.session import TuningSession
@@ -156,6 +157,9 @@ def collect(
         from tune_gym.measure.live import LiveBackend
 
         backend = LiveBackend(repeat=3)
+    elif not is_backend(backend):
+        raise DatasetError(f"collect: backend must be a tune_gym.measure.Backend, got {type(backend).__name__}, "
+                           f"which lacks {', '.join(m + '()' for m in missing_methods(backend))}")
     started = time.time()
     entry = {"command": command or shlex.join(["tune-gym", "collect", *sys.argv[1:]]),
              "plans": [asdict(p) for p in plans] if measure else [], "host": host_id(), "started": started}
