@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m agents.demo
+	$(BIN)/python -m benchmarks.demo
 
 # One worker per core; a test file runs in one worker (its module fixtures are built once).
 test: $(STAMP)

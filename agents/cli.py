@@ -176,7 +176,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                          save_every=args.save_every, progress=not args.quiet, command=command,
                          measure=not args.save_only, note=args.note)
             s = ds.summary()
-            ref = "simulated peak" if getattr(backend, "simulated", False) else "PyTorch"
+            ref = "simulated peak" if backend.simulated else "PyTorch"
             print(f"{out}: {s['rows']} rows ({s['ok']} ran) of {task.uri}, best {s['best_gflops']:.2f} GFLOPS, "
                   f"{ref} {s['reference_gflops']} GFLOPS")
     return 0

@@ -134,7 +134,7 @@ class MetaScheduleAgent(Agent):
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)  # declines a task without TVM schedules
-        from tune_gym._tvm import ms
+        from tune_gym.tvm_support import ms
 
         m = ms()
         kind = task.target.kind
@@ -191,7 +191,7 @@ class MetaScheduleAgent(Agent):
     def _commit_pending(self) -> None:
         """What ``tune_tir`` does after a batch is measured: the AddToDatabase and UpdateCostModel
         callbacks, then ``notify_runner_results``."""
-        from tune_gym._tvm import ms
+        from tune_gym.tvm_support import ms
 
         m = ms()
         pending, self._pending = self._pending, []
@@ -212,7 +212,7 @@ class MetaScheduleAgent(Agent):
 
     def _candidate(self, config: Config) -> Any | None:
         """The ``MeasureCandidate`` of a config's postprocessed schedule (``None`` when rejected)."""
-        from tune_gym._tvm import ms
+        from tune_gym.tvm_support import ms
 
         sch, _ = self.space.apply(config)
         if sch is None:
@@ -227,7 +227,7 @@ def _seeded_xgb_model() -> Any:
     NumPy's global one (a TVM ``derived_object`` class: ``cls(rng, **XGBModel options)``)."""
     from tvm.ir.utils import derived_object
 
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     base = ms().cost_model.XGBModel._cls
 

@@ -100,7 +100,7 @@ steps would take ~20 s; ``n_starts`` and ``max_steps`` trade it down.
 Randomness: every random choice comes from the agent's ``rng`` (starts, actions, minibatch
 draws, k-means seeds). The few stable-baselines3 / PyTorch uses of global generators (the
 networks' initialization, ``RolloutBuffer.get``'s shuffle) run inside
-:func:`_seeded_globals`, which seeds them from the agent's ``rng`` and restores their
+:func:`seeded_globals`, which seeds them from the agent's ``rng`` and restores their
 previous state afterwards. PyTorch and XGBoost run on one thread: the networks are tiny
 and the walk scores one config per step, where thread start-up costs more than it saves.
 """
@@ -195,7 +195,7 @@ def adaptive_sample(points: np.ndarray, scores: np.ndarray, seed: int, k_start: 
 
 
 @contextlib.contextmanager
-def _seeded_globals(seed: int) -> Iterator[None]:
+def seeded_globals(seed: int) -> Iterator[None]:
     """Seed the global ``random``, NumPy and PyTorch generators, run PyTorch on one thread
     (the networks are tiny) and skip ``torch.distributions``' argument validation (a third of
     a PPO minibatch's time here; the actions are valid by construction); restore the
@@ -325,7 +325,7 @@ class RLPPOAgent(ModelGuidedAgent):
             return []
         seed = int(self.rng.integers(2**31))
         starts = self.space.sample_unique(self.rng, self.n_starts)
-        with _seeded_globals(seed):
+        with seeded_globals(seed):
             predicted = self.explore(starts)
         candidates = [c for c in predicted if c not in self.proposed]
         if not candidates:
@@ -352,7 +352,7 @@ class RLPPOAgent(ModelGuidedAgent):
     def explore(self, starts: Sequence[Config]) -> dict[Config, float]:
         """Walk the policy from each start in turn, one PPO update per walk; returns the
         prediction of every start and every config visited (call inside
-        :func:`_seeded_globals`)."""
+        :func:`seeded_globals`)."""
         env = self.walk_env()
         if self.ppo is None:
             self.ppo = self._make_ppo(env)

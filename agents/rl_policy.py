@@ -161,12 +161,12 @@ class RLPolicyAgent(Agent):
     def propose(self, n: int) -> list[Config]:
         import torch
 
-        from agents.rl import _seeded_globals
+        from agents.rl import seeded_globals
 
         out: list[Config] = []
         obs = self.observation()
         masks = np.tile(self.codec.mask(), self.batch_size) if self.masked else None
-        with _seeded_globals(int(self.rng.integers(2**31))), torch.no_grad():
+        with seeded_globals(int(self.rng.integers(2**31))), torch.no_grad():
             for _ in range(1 + self.resample):
                 kwargs = {"action_masks": masks} if self.masked else {}
                 action, _ = self.model.predict(obs, deterministic=self.deterministic, **kwargs)

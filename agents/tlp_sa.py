@@ -98,10 +98,8 @@ class TLPSAAgent(PretrainedAgent, ModelGuidedAgent):
     def fit(self, configs: np.ndarray, y: np.ndarray) -> bool:
         if self.fine_tune == "none" or y.max() <= 0:
             return True
-        import torch
-
         model = copy.deepcopy(self._pretrained)
-        model._gen = torch.Generator().manual_seed(int(self.rng.integers(2**31)))
+        model.reseed(int(self.rng.integers(2**31)))
         model.fine_tune(self._encode(configs), (y / y.max()).astype(np.float32), epochs=self.fine_tune_epochs,
                         head=self.platform, part=self.fine_tune)
         self.model = model

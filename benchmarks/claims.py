@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.leaderboard import metrics as M
-from benchmarks.leaderboard.report import _network_weights
+from benchmarks.leaderboard.report import network_weights
 from benchmarks.leaderboard.results import read_results
 
 __all__ = ["COMPARISONS", "SuiteRuns", "TaskFigure", "equal_time_gain", "final_gain", "load", "rows",
@@ -90,7 +90,7 @@ def load(path: str | Path) -> SuiteRuns:
         if "not_applicable" not in line:
             spec = line["spec"]
             runs[(spec["task"], spec["preset"])][spec["agent"]][int(spec["seed"])] = line
-    return SuiteRuns(header["suite"]["name"], runs, _network_weights(header["suite"]["tasks"]))
+    return SuiteRuns(header["suite"]["name"], runs, network_weights(header["suite"]["tasks"]))
 
 
 @dataclass

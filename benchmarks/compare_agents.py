@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agents.base import list_agents
 from agents.driver import tune
-from tune_gym.records import host_fingerprint
+from tune_gym.host import host_fingerprint
 from tune_gym.space import PRESETS
 from tune_gym.tasks import Task
 

@@ -20,7 +20,7 @@ registered step limit, resets included (vector envs reset their sub-envs themsel
 Rates are env steps per second, summed over the sub-envs of a vector env (one vector step of
 64 sub-envs is 64 env steps); rows 1-4 are the median of ``--repeats`` timed repeats after a
 warm-up. Every env replays the data against its recorded space (``spaces="recorded"``: no TVM).
-The host id (:func:`tune_gym.records.host_id`), CPU model, load average and the exact command are
+The host id (:func:`tune_gym.host.host_id`), CPU model, load average and the exact command are
 printed with the table and stored in the JSON (``--out``, by default
 ``benchmarks/results/speed/env_speed.json``).
 """
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ppo_steps > 0:
         rows.append(row("SB3 PPO learning on the native vector env", n, ppo_rate(n, options, args)))
 
-    from tune_gym.records import host_fingerprint, host_id  # reads TVM's version: after the timings
+    from tune_gym.host import host_fingerprint, host_id  # reads TVM's version: after the timings
 
     report = {
         "machine": {"host_id": host_id(), "cpu": host_fingerprint()["cpu"], "model": cpu_model(),

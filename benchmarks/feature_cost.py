@@ -16,7 +16,7 @@ schedules, which is what ``metaschedule``'s model pays per program it scores (it
 ``population_size`` x (``genetic_num_iters`` + 1) programs per batch).
 
 Reported per row: milliseconds per config of wall time and of this process's CPU time (a hint when
-the machine is busy), with the host (:func:`tune_gym.records.host_id`), LLVM's name of its CPU and
+the machine is busy), with the host (:func:`tune_gym.host.host_id`), LLVM's name of its CPU and
 the command.
 """
 
@@ -47,9 +47,9 @@ def _timed(fn: Callable[[], Any], n: int) -> tuple[float, float]:
 def dataset_costs(path: Path, n: int, seed: int) -> list[tuple[str, float, float]]:
     """``(row, wall ms/config, CPU ms/config)`` of each feature set and of ``loop``'s parts."""
     from agents.xgb_sa import XGBSAAgent
-    from tune_gym._tvm import ms
     from tune_gym.datasets import load_dataset
     from tune_gym.features.loops import NEST_CACHE
+    from tune_gym.tvm_support import ms
 
     ds = load_dataset(path)
     space = ds.space
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.configs < 1:
         ap.error(f"--configs must be >= 1, got {args.configs}")
 
-    from tune_gym._tvm import tvm
-    from tune_gym.records import host_id
+    from tune_gym.host import host_id
+    from tune_gym.tvm_support import tvm
 
     print(f"host {host_id()}, LLVM cpu {tvm().target.codegen.llvm_get_system_cpu()}")
     print(f"command: python -m benchmarks.feature_cost {shlex.join(sys.argv[1:] if argv is None else argv)}")

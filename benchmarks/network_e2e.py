@@ -89,8 +89,9 @@ def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
 
 def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
+    from tune_gym.host import host_fingerprint, host_id
     from tune_gym.networks.timing import time_executable, time_torch
-    from tune_gym.records import export_database, host_fingerprint, host_id, load_database, load_records
+    from tune_gym.records import export_database, load_database, load_records
 
     threads = int(net.target.resolved().get("num-cores", 1))
     ref = net.torch_outputs()
@@ -172,15 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
 
+    from tune_gym.host import host_id
     from tune_gym.networks import import_network
-    from tune_gym.records import host_id
-    from tune_gym.tasks.prim_func import REPO_STORE, save
+    from tune_gym.tasks.prim_func import repo_store, save
 
     net = import_network(args.network, args.target, seed=args.seed, weights=args.weights)
     if args.weights == "packed":
         net.name = f"{args.network}-packed"
     for t in net.tasks:  # the records name kernels by digest: keep the kernels with the repository
-        save(t.task, REPO_STORE)
+        save(t.task, repo_store())
     root = args.out / host_id() / net.name
     if args.part in ("tune", "all"):
         part_tune(net, args, root)

@@ -33,7 +33,7 @@ NETWORKS = ("resnet18", "mobilenet_v2")
 def dataset_metrics(path: Path, shared: dict[str, Any]) -> dict[str, float]:
     """The predictor's ranking metrics on the held-out networks' datasets (all groups together)."""
     from agents.models.rank_data import held_out_mask, load_ranking_data
-    from benchmarks.model_eval.run import _groups, _metrics, _transfer_oneshot
+    from benchmarks.model_eval.run import ranking_metrics, task_groups, transfer_oneshot
 
     if "data" not in shared:
         shared["data"] = load_ranking_data(progress=False)
@@ -41,16 +41,16 @@ def dataset_metrics(path: Path, shared: dict[str, Any]) -> dict[str, float]:
     in_holdout, weights = held_out_mask(data, list(NETWORKS))
     rows = np.flatnonzero(in_holdout)
     w = {t: sum(weights[n].get(t, 0) for n in NETWORKS) for t in set(data.task[rows])}
-    groups = [g for g in _groups(data, rows, w) if np.isfinite(data.cost[g.rows]).any()]
+    groups = [g for g in task_groups(data, rows, w) if np.isfinite(data.cost[g.rows]).any()]
     from agents.models.oneshot import OneShotModel
     from tune_gym.tasks.task import Task
 
     model = OneShotModel.load(path)
     groups = [g for g in groups if model.not_covered(Task.parse(g.task).op) is None]
-    scored = _transfer_oneshot(data, groups, lambda _: None, path)
+    scored = transfer_oneshot(data, groups, lambda _: None, path)
     assert scored is not None  # every group is covered
     cost = {f"{g.task}|{g.preset}": data.cost[g.rows] for g in groups}
-    out = _metrics(groups, scored[0], cost, True, 0)
+    out = ranking_metrics(groups, scored[0], cost, True, 0)
     out["datasets"] = len(groups)
     return {k: float(v) for k, v in out.items()}
 

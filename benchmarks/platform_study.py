@@ -8,7 +8,7 @@ machine's data is plentiful.
 Data: every dataset of the catalog (:func:`tune_gym.datasets.catalog.data_dirs`) plus the target
 platform's own datasets (``benchmarks/datasets/platforms/HOST/`` by default, outside the catalog
 so that replay and the leaderboard keep one host). A platform is a measuring host
-(:func:`tune_gym.records.host_id`). The rows of the ``--holdout`` network's tasks are left out of
+(:func:`tune_gym.host.host_id`). The rows of the ``--holdout`` network's tasks are left out of
 training on every platform; the target platform's rows of those tasks are the test set.
 
 Cells, each one model trained with TLP's settings (:class:`agents.models.tlp.TLPModel`) and one

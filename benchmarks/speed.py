@@ -48,8 +48,8 @@ import gymnasium as gym
 import numpy as np
 
 import tune_gym  # noqa: F401  (registers the environments)
+from tune_gym.host import host_fingerprint
 from tune_gym.measure import BACKENDS, make_backend
-from tune_gym.records import host_fingerprint
 from tune_gym.space import PRESETS, KnobSpace
 from tune_gym.tasks import Task
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from tune_gym.records import host_fingerprint, host_id
+from tune_gym.host import host_fingerprint, host_id
 from tune_gym.tasks import Task
 
 # The key of MetaSchedule's own run; the agent that re-states its search is named ``metaschedule``.
@@ -51,19 +51,19 @@ TUNE_TIR = "tune_tir"
 
 
 def _init_worker() -> None:
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     ms()
 
 
 def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path) -> dict[str, Any]:
     """Tune with MetaSchedule's ``tune_tir``; best GFLOPS after each trial, in order."""
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     m = ms()
     cores = len(os.sched_getaffinity(0))
     # Fresh builder workers import TVM's tensor intrinsics, which takes longer than the build
-    # timeout unless done the fast way (tune_gym._tvm); the live backend's workers do the same.
+    # timeout unless done the fast way (tune_gym.tvm_support); the live backend's workers do the same.
     builder = m.builder.LocalBuilder(max_workers=cores, timeout_sec=60.0, initializer=_init_worker)
     runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
                                   initializer=_init_worker)
@@ -100,9 +100,9 @@ def agent_run(task: Task, agent: str, trials: int, seed: int, log: Path) -> dict
 def best_schedules(run_dir: Path) -> tuple[Task, dict[str, Any]]:
     """The task of a finished run folder and ``{tuner: best schedule}``: each agent's best config
     (by its log's recorded GFLOPS) and MetaSchedule's best record of its kept database."""
-    from tune_gym._tvm import ms
     from tune_gym.records import load_records
     from tune_gym.space import KnobSpace
+    from tune_gym.tvm_support import ms
 
     summary = json.loads((run_dir / "summary.json").read_text())
     task = Task.parse(summary["task"])

@@ -15,7 +15,7 @@ reference with its reason.
 with a suspect reference), on this host, through the quiet checks of
 :func:`tune_gym.measure.reference.measure_reference`, writes it into the dataset (new checksum
 and seal) and audits again. A dataset whose reference was measured on another host is refused:
-run it on an idle machine with that host id (``python -c "from tune_gym.records import host_id;
+run it on an idle machine with that host id (``python -c "from tune_gym.host import host_id;
 print(host_id())"``). Exit status 1 when a dataset was refused or the host was busy.
 """
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         entries = audit(find_references(paths, root=REPO))
         failed = 0
         if args.remeasure is not None:
-            from tune_gym.records import host_id
+            from tune_gym.host import host_id
 
             failed = remeasure_all(args.remeasure, entries, host_id(), command)
             entries = audit(find_references(paths, root=REPO))

@@ -33,7 +33,7 @@ from tune_gym.tasks.prim_func import digest_of, read_kernel, write_kernel
 
 def _parse_trusted(script: str) -> Any:
     """The IRModule of a trusted TVMScript text (this runs the text's Python)."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tvm()
     from tvm.script import from_source

@@ -55,7 +55,7 @@ def cmd_env(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import tvm
 
-    from tune_gym.records import host_fingerprint, host_id
+    from tune_gym.host import host_fingerprint, host_id
 
     dev = tvm.cuda(0)
     info = {

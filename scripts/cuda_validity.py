@@ -102,7 +102,7 @@ def _natural(path: Path) -> list[Any]:
 def write_readme(out: Path, command: str) -> Path:
     """``<out>/README.md``: a table of every label file in ``out`` and how they were made."""
     from tune_gym.datasets.validity import ValidityError, load_validity, summary
-    from tune_gym.records import host_fingerprint
+    from tune_gym.host import host_fingerprint
 
     rows, commands, hosts, tvms, dates, bad = [], {}, set(), set(), [], []
     secs = cpu_secs = n_total = 0.0

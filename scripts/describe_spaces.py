@@ -18,9 +18,9 @@ import json
 import sys
 
 from tune_gym import kinds
-from tune_gym.datasets.catalog import _REPO_DATA, catalog
+from tune_gym.datasets.catalog import catalog, repo_datasets
 from tune_gym.datasets.dataset import space_fingerprint
-from tune_gym.datasets.spaces import REPO_SPACES, write_space
+from tune_gym.datasets.spaces import repo_spaces, write_space
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with the committed files, write nothing")
     args = parser.parse_args(argv)
     problems, wanted = [], set()
-    for entry in catalog([_REPO_DATA]):
+    spaces = repo_spaces()
+    for entry in catalog([repo_datasets()]):
         task = Task.from_uri(entry.task)
         if kinds.get_kind(task.target.kind) is not None:
             continue  # a registered kind's space needs no TVM
@@ -41,13 +42,13 @@ def main(argv: list[str] | None = None) -> int:
                             f"{space_fingerprint(space)}: skipped")
             continue
         wanted.add(f"{recorded}.json")
-        path = REPO_SPACES / f"{recorded}.json"
+        path = spaces / f"{recorded}.json"
         if not args.check:
-            write_space(space, REPO_SPACES)
+            write_space(space, spaces)
             print(f"{entry.path.name}: {path}")
         elif not path.is_file() or json.loads(path.read_text()) != space.to_json():
             problems.append(f"{entry.path.name}: {path} is missing or differs")
-    extra = sorted(p.name for p in REPO_SPACES.glob("*.json") if p.name not in wanted) if REPO_SPACES.is_dir() else []
+    extra = sorted(p.name for p in spaces.glob("*.json") if p.name not in wanted) if spaces.is_dir() else []
     problems += [f"{name}: describes no committed dataset's space" for name in extra]
     for line in problems:
         print(line, file=sys.stderr)

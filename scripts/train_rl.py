@@ -364,13 +364,13 @@ def test_optima(split: str) -> dict[str, float]:
     """The optimum GFLOPS of each task of the split's test part, from the data the leaderboard's
     runner replays (refused where that is not the split's host's data)."""
     from tune_gym.datasets.catalog import find_dataset
-    from tune_gym.envs.multi_task import MultiTuneEnv, _dataset_path
+    from tune_gym.envs.multi_task import MultiTuneEnv, dataset_path
 
     env = MultiTuneEnv(split=split, part="test", reward_norm="optimum")
     try:
         for ref in env.tasks:
             entry = find_dataset(ref.task, ref.preset)
-            if entry is None or str(entry.path) != _dataset_path(ref):
+            if entry is None or str(entry.path) != dataset_path(ref):
                 raise OptionError(f"{split}: test task {ref.task} is replayed by tune-gym bench from another host's "
                                   "data than the split's; evaluate a split whose test data is the catalog's")
         return {ref.task: e.reference_gflops for ref, e in zip(env.tasks, env.envs)}

@@ -31,7 +31,7 @@ def _env(task: str, budget: int):
 
 
 def test_defaults_are_tvms():
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     m = ms()
 

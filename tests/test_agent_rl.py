@@ -12,7 +12,7 @@ import pytest
 
 import tune_gym  # noqa: F401  (registers the envs)
 from agents.base import list_agents, make_agent, run
-from agents.rl import RLPPOAgent, _seeded_globals, adaptive_clusters, adaptive_sample
+from agents.rl import RLPPOAgent, adaptive_clusters, adaptive_sample, seeded_globals
 from tune_gym.envs.knob_walk import KnobWalkEnv, walk
 from tune_gym.measure.replay import ReplayBackend
 from tune_gym.space import KnobSpace
@@ -255,7 +255,7 @@ def test_defaults_reach_the_sb3_model(task, space):
     agent = RLPPOAgent()
     agent.reset(space, task, seed=0)
     agent.score = hidden_target_reward(space, np.zeros(space.n_knobs, dtype=np.int64))
-    with _seeded_globals(0):
+    with seeded_globals(0):
         agent.explore(space.sample(agent.rng, 1))
     ppo = agent.ppo
     assert (agent.n_starts, agent.max_steps, agent.stuck_fraction) == (128, 500, 0.75)
@@ -300,7 +300,7 @@ def test_one_update_per_trajectory_with_one_batched_prediction(task, space, monk
     monkeypatch.setattr(PPO, "train", counting_train)
     monkeypatch.setattr(agent, "walk_policy", recording_walk)
     starts = space.sample_unique(np.random.default_rng(0), 12)
-    with _seeded_globals(0):
+    with seeded_globals(0):
         predicted = agent.explore(starts)
     assert len(trains) == agent.n_updates == 12 and all(t == (True, 96) for t in trains)  # one per walk
     # one prediction call for the starts, then one per walk, for the whole trajectory at once
@@ -331,7 +331,7 @@ def test_online_ppo_reaches_better_configs_than_a_random_walk(task, space, train
     def best_reached(walker):
         return np.mean([max(reward(s)[0], reward(walker(s)).max()) for s in starts])
 
-    with _seeded_globals(train_seed):
+    with seeded_globals(train_seed):
         agent.explore(space.sample(agent.rng, 256))  # 256 walks, 256 online updates
         env = agent.walk_env()
         trained = best_reached(lambda s: agent.walk_policy(env, s)[2])

@@ -17,6 +17,7 @@ from tune_gym.datasets import DATASET_SCHEMA, Dataset, DatasetError, load_datase
 from tune_gym.datasets.catalog import catalog, find_dataset
 from tune_gym.datasets.collect import Plan, collect, journal_path, parse_plan
 from tune_gym.errors import TuneGymError
+from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.replay import ReplayBackend
 from tune_gym.records import load_records
@@ -158,7 +159,7 @@ def test_replay_without_a_dataset_says_how_to_collect_one(monkeypatch, tmp_path)
 
 
 # ---------------------------------------------------------------------- collector
-class CountingBackend:
+class CountingBackend(Backend):
     """Replay as the 'hardware': counts what is measured, can die after some batches."""
 
     name = "counting"
@@ -168,7 +169,7 @@ class CountingBackend:
         self.measured: list[tuple[int, ...]] = []
         self.die_after = die_after
 
-    def reference(self, task):
+    def reference(self, task, preset=None):
         return Reference(100.0, "test reference", (100.0,), "test")
 
     def measure(self, task, space, configs):
@@ -212,6 +213,18 @@ def test_collect_exhaustive_resumes_after_a_kill_without_measuring_twice(tmp_pat
     third = CountingBackend(records)
     collect(task, "compact", out, [Plan("exhaustive")], backend=third, progress=False)
     assert third.measured == []
+
+
+def test_collect_refuses_an_object_that_is_no_backend(tmp_path):
+    class MeasureOnly:
+        def measure(self, task, space, configs):
+            return []
+
+    with pytest.raises(DatasetError, match=r"collect: backend must be a tune_gym.measure.Backend, got MeasureOnly, "
+                                           r"which lacks close\(\), reference\(\)"):
+        collect(Task.from_uri(DENSE), "compact", tmp_path / "x.parquet", [Plan("exhaustive")],
+                backend=MeasureOnly(), progress=False)
+    assert not (tmp_path / "x.parquet").exists()
 
 
 def test_collect_random_then_exploration(tmp_path, records, train_seed, record_property):

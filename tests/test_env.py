@@ -289,6 +289,61 @@ def test_a_non_backend_is_refused_by_the_constructor(dense_task, backend):
     assert "\n" not in str(err.value)
 
 
+class _Answering:
+    """Duck-typed: measure and close only, none of the Backend methods' defaults."""
+
+    name = "answering"
+
+    def measure(self, task, space, configs):
+        from tune_gym.measure import MeasureResult
+
+        return [MeasureResult(costs=(1e-3,), flops=task.flops) for _ in configs]
+
+    def close(self):
+        pass
+
+
+def test_an_object_lacking_backend_methods_is_refused_naming_them(dense_task):
+    with pytest.raises(ValueError, match=r"lacks reference\(\), datasets\(\), recorded_space\(\), covers\(\), "
+                                         r"optimum\(\)"):
+        TuneEnv(dense_task, preset="compact", backend=_Answering(), reward_norm=1.0)
+
+
+@pytest.mark.parametrize("path", ["tune_gym.measure.live:LiveBackend", "tune_gym.measure.rpc:RPCBackend",
+                                  "tune_gym.measure.replay:ReplayBackend",
+                                  "tune_gym.measure.surrogate:SurrogateBackend", "tune_gym.vta.backend:VTASimBackend"])
+def test_every_backend_is_a_backend_with_one_reference_signature(path):
+    import importlib
+    import inspect
+
+    from tune_gym.measure import Backend
+    from tune_gym.measure.base import BACKEND_METHODS
+
+    module, name = path.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, Backend) and cls.name and not inspect.isabstract(cls)
+    assert list(inspect.signature(cls.reference).parameters) == ["self", "task", "preset"]
+    assert all(callable(getattr(cls, m)) for m in BACKEND_METHODS)
+
+
+def test_a_backend_subclass_gets_the_defaults_and_the_env_asks_it_directly(dense_task):
+    from tune_gym.measure import Backend, is_backend
+
+    class Answering(_Answering, Backend):
+        pass
+
+    backend = Answering()
+    assert is_backend(backend) and not is_backend(_Answering())
+    assert backend.reference(dense_task, "compact") is None and backend.datasets(dense_task, "compact") == []
+    assert backend.simulated is False
+    env = TuneEnv(dense_task, preset="compact", backend=backend, reward_norm=2.0, budget=2)
+    env.reset(seed=0)
+    assert env.reference is None and env.space.preset == "compact"
+    with pytest.raises(ValueError, match=r"the answering backend's data does not hold them all"):
+        TuneEnv(dense_task, preset="compact", backend=backend, reward_norm="optimum")
+    env.close()
+
+
 def test_close_is_final_step_and_reset_measure_and_log_nothing(dense_task, tmp_path):
     from gymnasium.error import ClosedEnvironmentError
 

@@ -22,6 +22,7 @@ import tune_gym.tasks  # noqa: F401  (reserves the core ops, suites and URI sche
 from tune_gym import kinds
 from tune_gym.errors import TaskError
 from tune_gym.kinds import BackendEntry, TargetOption, TaskKind
+from tune_gym.measure.base import Backend
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +41,7 @@ def _clean_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------- the toy kind
-class _ToyBackend:
+class _ToyBackend(Backend):
     """Answers every config with one fixed latency (a simulated clock)."""
 
     simulated = True

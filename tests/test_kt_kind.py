@@ -310,9 +310,9 @@ def test_knob_features_handle_nominal_knobs(task: KTTask) -> None:
 
 
 def test_negative_numbers_in_a_categorical_knob() -> None:
-    from agents.models.features import _knob_values
+    from agents.models.features import knob_values
 
-    table = _knob_values("categorical", [-3, 0, 3], 1)
+    table = knob_values("categorical", [-3, 0, 3], 1)
     assert table[:, 0].tolist() == pytest.approx([-2.0, 0.0, 2.0])
 
 

@@ -89,9 +89,9 @@ def test_live_corrupted_packed_kernel_is_wrong_result_and_correct_ones_pass(task
 
 
 def test_export_database_of_a_packed_conv2d_compiles_with_tvm(tmp_path):
-    from tune_gym._tvm import ms, tvm
     from tune_gym.measure.result import MeasureResult
     from tune_gym.records import Record, export_database, load_database
+    from tune_gym.tvm_support import ms, tvm
 
     space = KnobSpace.for_task(CONV, "compact")
     cfg = space.config(7)

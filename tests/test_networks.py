@@ -18,7 +18,8 @@ from tune_gym.tasks import prim_func as pf
 def store(tmp_path, monkeypatch):
     """A private user store: nothing written by other tests or sessions is found."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(pf, "REPO_STORE", tmp_path / "repo")
+    (tmp_path / "benchmarks").mkdir()
+    monkeypatch.setenv("TUNE_GYM_BENCHMARKS", str(tmp_path / "benchmarks"))  # an empty repository store
     monkeypatch.setattr(pf, "_registered", {})
     return tmp_path / "cache" / "tune_gym" / "tir"
 

@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from tune_gym._tvm import ms, tvm
 from tune_gym.errors import RecordError
+from tune_gym.host import host_fingerprint, host_id
 from tune_gym.measure.result import MeasureResult
 from tune_gym.records import (
     SCHEMA_VERSION,
@@ -17,13 +17,12 @@ from tune_gym.records import (
     RecordWriter,
     best_records,
     export_database,
-    host_fingerprint,
-    host_id,
     load_database,
     load_records,
 )
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
+from tune_gym.tvm_support import ms, tvm
 
 TASK = Task.make("dense", m=16, n=16, k=16)
 

@@ -250,9 +250,9 @@ def test_the_audit_marks_the_low_reference_and_leaves_the_good_one(two_datasets,
 
 def test_the_audit_script_writes_counts_and_refuses_to_remeasure_another_hosts_data(two_datasets, capsys,
                                                                                    monkeypatch):
-    import tune_gym.records
+    import tune_gym.host
 
-    monkeypatch.setattr(tune_gym.records, "host_id", lambda: "this-host")
+    monkeypatch.setattr(tune_gym.host, "host_id", lambda: "this-host")
     spec = importlib.util.spec_from_file_location("audit_references", REPO / "scripts" / "audit_references.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

@@ -307,13 +307,13 @@ def test_sb3_adapter_trains_ppo_and_reports_cut_episodes():
 # ---------------------------------------------------------------------- stored space descriptions
 def test_committed_space_descriptions_match_their_datasets():
     from tune_gym import kinds
-    from tune_gym.datasets.catalog import _REPO_DATA, catalog
-    from tune_gym.datasets.spaces import REPO_SPACES, read_space
+    from tune_gym.datasets.catalog import catalog, repo_datasets
+    from tune_gym.datasets.spaces import read_space, repo_spaces
     from tune_gym.tasks import Task
 
-    fingerprints = {e.meta["fingerprint"]: e for e in catalog([_REPO_DATA])
+    fingerprints = {e.meta["fingerprint"]: e for e in catalog([repo_datasets()])
                     if kinds.get_kind(Task.from_uri(e.task).target.kind) is None}  # MetaSchedule spaces
-    files = sorted(REPO_SPACES.glob("*.json"))
+    files = sorted(repo_spaces().glob("*.json"))
     assert {p.stem for p in files} == set(fingerprints)
     for path in files:
         space = read_space(path)
@@ -324,9 +324,9 @@ def test_committed_space_descriptions_match_their_datasets():
 
 def test_a_description_that_does_not_match_its_name_is_refused(tmp_path):
     from tune_gym.datasets import DatasetError
-    from tune_gym.datasets.spaces import REPO_SPACES, read_space
+    from tune_gym.datasets.spaces import read_space, repo_spaces
 
-    source = next(iter(sorted(REPO_SPACES.glob("*.json"))))
+    source = next(iter(sorted(repo_spaces().glob("*.json"))))
     description = json.loads(source.read_text())
     description["knobs"][-1][2] = description["knobs"][-1][2][:-1]  # one choice less: another space
     bad = tmp_path / source.name

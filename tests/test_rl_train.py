@@ -16,7 +16,7 @@ from tune_gym.envs.multi_task import MultiTuneEnv
 from tune_gym.options import OptionError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import train_rl  # noqa: E402
+import train_rl
 
 #: Two tasks' worth of steps per rollout: 2 sub-envs x 2 episodes of 4 steps (budget 32, batch 8).
 SMALL = dict(algo="maskable-ppo", steps=192, n_envs=2, budget=32, rollout_episodes=2, minibatch=16, epochs=1,

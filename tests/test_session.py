@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tune_gym.envs.knob_walk import KnobWalkEnv
+from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.replay import ReplayBackend
 from tune_gym.records import load_records, recorded_reference
@@ -19,7 +20,7 @@ from tune_gym.space import KnobSpace
 DATA = Path(__file__).parent / "data" / "tiny_compact.jsonl"
 
 
-class CountingBackend:
+class CountingBackend(Backend):
     """Replay that counts what it is asked to measure."""
 
     name = "counting-replay"
@@ -137,7 +138,8 @@ def test_env_reuses_the_recorded_reference_and_writes_it(dense_task, tmp_path, m
     import gymnasium as gym
 
     import tune_gym.measure.reference as reference_module
-    from tune_gym.records import Record, RecordWriter, host_id
+    from tune_gym.host import host_id
+    from tune_gym.records import Record, RecordWriter
 
     def no_measuring(task, *args, **kwargs):
         raise AssertionError(f"measured a reference for {task.uri}")

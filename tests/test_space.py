@@ -122,7 +122,7 @@ def test_schedule_applies_decisions(conv_space):
 
 
 def test_config_of_trace_inverts_trace(conv_space):
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     assert "compute_at_pad_temp" in conv_space.names  # a knob whose valid choices depend on the tiles
     for cfg in conv_space.sample(np.random.default_rng(0), 40):

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tune_gym._tvm import tvm
 from tune_gym.cli import main
 from tune_gym.datasets import space_fingerprint
 from tune_gym.errors import SpaceError
 from tune_gym.space import PRESETS, KnobSpace, RecordedSpace
 from tune_gym.tasks import Task
+from tune_gym.tvm_support import tvm
 
 ROOT = Path(__file__).resolve().parents[1]
 #: One task per op kind, with its medium space size (``KnobSpace(task, "medium").size``).

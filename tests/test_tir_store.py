@@ -29,7 +29,8 @@ def store(tmp_path, monkeypatch):
     """A private user store and an empty repository store; nothing registered in this process."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("TUNE_GYM_TIR", raising=False)
-    monkeypatch.setattr(pf, "REPO_STORE", tmp_path / "repo")
+    (tmp_path / "benchmarks").mkdir()
+    monkeypatch.setenv("TUNE_GYM_BENCHMARKS", str(tmp_path / "benchmarks"))  # its networks/tir: the repository store
     monkeypatch.setattr(pf, "_registered", {})
     return tmp_path / "cache" / "tune_gym" / "tir"
 
@@ -37,7 +38,7 @@ def store(tmp_path, monkeypatch):
 @pytest.fixture()
 def no_parsing(monkeypatch):
     """Makes any TVMScript parse fail the test: reading the store must never parse."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tvm()
     import tvm.script
@@ -83,7 +84,7 @@ def _evil_script(marker: Path) -> str:
 def test_old_form_file_that_runs_a_command_when_parsed_runs_nothing(store, tmp_path):
     from tvm.script import from_source
 
-    from tune_gym._tvm import fast_frame_inspection
+    from tune_gym.tvm_support import fast_frame_inspection
 
     marker = tmp_path / "marker"
     script = _evil_script(marker)
@@ -167,7 +168,7 @@ def test_digest_field_and_name_field_are_checked(store):
 
 
 def test_a_file_with_another_kind_of_module_is_refused(store):
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     func = pf._canonical(_scale_func())["main"]
@@ -251,13 +252,13 @@ def test_a_refused_file_is_replaced_by_register_and_skipped_by_lookup(store):
     pf.register(_scale_func(), "scale")  # the kernel is known in this process: the user store gets it anew
     assert json.loads((store / f"{digest}.json").read_text())["format"] == pf.FORMAT
     pf._registered.clear()
-    _write(pf.REPO_STORE / f"{digest}.json", old)  # searched first, refused: the user store's file is used
+    _write(pf.repo_store() / f"{digest}.json", old)  # searched first, refused: the user store's file is used
     assert pf.lookup(digest)[0] == "scale"
 
 
 # ---------------------------------------------------------------------------- the committed store
 def test_committed_kernels_are_in_the_new_form_and_match_their_digests():
-    files = sorted(pf.REPO_STORE.glob("*.json"))
+    files = sorted(pf.repo_store().glob("*.json"))
     assert len(files) >= 70
     for path in files:
         name, mod = pf.read_kernel(path)
@@ -310,7 +311,7 @@ _TYPES = ["None", "int", "bool", "float", "DataType", "ffi.String", "ffi.Array",
 @pytest.fixture(scope="module")
 def kernel_doc():
     """A valid store document of a small kernel and its graph."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tvm()
     mod = pf._canonical(_scale_func())

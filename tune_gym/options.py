@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, overload
 
-from tune_gym.errors import TuneGymError
+from tune_gym.errors import TaskError, TuneGymError
 
 __all__ = ["OptionError", "check_bool", "check_callable", "check_choice", "check_float", "check_int",
-           "check_keys", "check_str", "show"]
+           "check_int_option", "check_keys", "check_str", "show"]
+
+_INT_TEXT = re.compile(r"[0-9]{1,9}", re.ASCII)
 
 
 class OptionError(TuneGymError):
@@ -167,3 +170,12 @@ def check_keys(owner: str, options: Mapping[str, Any] | Iterable[str], known: It
         listed = ", ".join(names) or "none"
         raise OptionError(f"{owner}: unknown option{'s' if len(unknown) > 1 else ''} "
                           f"{', '.join(map(show, unknown))}; its options: {listed}")
+
+
+def check_int_option(value: str, where: str, lo: int, hi: int) -> str:
+    """``value``, the text of an integer option (a target option of a task URI, an environment
+    variable), as a canonical decimal integer in ``[lo, hi]`` (``"04"`` becomes ``"4"``; no sign,
+    at most 9 digits); a :class:`~tune_gym.errors.TaskError` starting with ``where`` otherwise."""
+    if not _INT_TEXT.fullmatch(value) or not lo <= int(value) <= hi:
+        raise TaskError(f"{where}={show(value)} out of range; accepted: an integer in [{lo}, {hi}]")
+    return str(int(value))

@@ -8,7 +8,7 @@ Each line is one self-contained JSON object (schema :data:`SCHEMA_VERSION`)::
 
 ``config`` holds the per-knob choice indices of the space ``KnobSpace.for_task(task, preset)``;
 ``knobs`` repeats them as values for humans; ``result`` is :meth:`MeasureResult.to_json`;
-``host`` is :func:`host_id`, a hash of :func:`host_fingerprint`. An optional ``reference``
+``host`` is :func:`tune_gym.host.host_id`, a hash of :func:`tune_gym.host.host_fingerprint`. An optional ``reference``
 (:meth:`tune_gym.measure.reference.Reference.to_json`: GFLOPS, samples, how and where it was
 measured) is the throughput rewards were normalized by; :func:`recorded_reference` finds it,
 so replayed and resumed runs reuse it.
@@ -36,87 +36,30 @@ The best config of each task exports to a MetaSchedule JSON database
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import math
 import os
-import platform
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tune_gym._tvm import ms, tvm
 from tune_gym.errors import RecordError, SpaceError, TuneGymError
+from tune_gym.host import host_id, tvm_version
 from tune_gym.jsonl import JsonlAppender, read_jsonl
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import PRESETS, Config, KnobSpace
 from tune_gym.tasks.task import Task
+from tune_gym.tvm_support import ms
 
 __all__ = [
     "SCHEMA_VERSION", "Record", "RecordWriter", "best_records", "check_record", "export_database",
-    "host_fingerprint", "host_id", "load_database", "load_records", "recorded_reference",
+    "load_database", "load_records", "recorded_reference",
 ]
 
 SCHEMA_VERSION = 1
-#: Fingerprint fields left out of :func:`host_id` (software that changes under the same machine).
-_VOLATILE = ("os_release", "python", "tvm", "gpu_driver")
 _WORKLOAD_FILE, _RECORD_FILE = "database_workload.json", "database_tuning_record.json"
-
-
-@functools.cache
-def host_fingerprint() -> dict[str, Any]:
-    """What identifies the measuring machine: CPU, cores, OS and software versions."""
-    import psutil
-
-    from tune_gym.tasks.targets import host_cpu
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    out: dict[str, Any] = {
-        "cpu": cpu, "llvm_cpu": host_cpu(), "logical_cores": psutil.cpu_count(logical=True),
-        "physical_cores": psutil.cpu_count(logical=False), "os": f"{platform.system()}-{platform.machine()}",
-        "os_release": platform.release(), "python": platform.python_version(), "tvm": _tvm_version(),
-    }
-    gpus, driver = _nvidia_gpus()
-    if gpus:  # only where there are GPUs: the ids of machines without one stay as they were
-        out["gpus"], out["gpu_driver"] = gpus, driver
-    return out
-
-
-def _nvidia_gpus() -> tuple[list[str], str]:
-    """The names of this machine's NVIDIA GPUs and the driver version (``nvidia-smi``), or
-    ``([], "")`` where there is none or no ``nvidia-smi``."""
-    import shutil
-    import subprocess
-
-    if shutil.which("nvidia-smi") is None:
-        return [], ""
-    try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return [], ""
-    rows = [[part.strip() for part in line.split(",")] for line in proc.stdout.splitlines() if line.strip()]
-    rows = [row for row in rows if len(row) == 2] if proc.returncode == 0 else []
-    return [name for name, _ in rows], (rows[0][1] if rows else "")
-
-
-@functools.cache
-def host_id() -> str:
-    """A short stable hex id of this machine (the fingerprint without :data:`_VOLATILE` fields)."""
-    stable = {k: v for k, v in host_fingerprint().items() if k not in _VOLATILE}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def _tvm_version() -> str:
-    return str(tvm().__version__)
 
 
 def _jsonable(value: Any) -> Any:
@@ -134,7 +77,7 @@ class Record:
         config: per-knob choice indices in ``KnobSpace.for_task(Task.from_uri(task), preset)``.
         result: the measurement.
         time: unix time of the measurement (seconds).
-        host: :func:`host_id` of the measuring machine.
+        host: :func:`tune_gym.host.host_id` of the measuring machine.
         tvm: TVM version string.
         knobs: ``{knob name: value}`` (split factors as lists), for humans.
         reference: the reference throughput (PyTorch on the same op, on the measuring host)
@@ -148,7 +91,7 @@ class Record:
     result: MeasureResult
     time: float = field(default_factory=time.time)
     host: str = field(default_factory=host_id)
-    tvm: str = field(default_factory=lambda: _tvm_version())
+    tvm: str = field(default_factory=tvm_version)
     knobs: dict[str, Any] = field(default_factory=dict)
     reference: Reference | None = None
 

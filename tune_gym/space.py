@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from tune_gym import kinds
-from tune_gym._tvm import ms, tvm
 from tune_gym.errors import SpaceError
 from tune_gym.tasks.task import Task
+from tune_gym.tvm_support import ms, tvm
 
 __all__ = ["PRESETS", "Config", "Knob", "KnobSpace", "RecordedSpace", "ScheduleFreeSpace", "perfect_tiles"]
 

@@ -41,7 +41,7 @@ def knob_width(knob: Knob) -> int:
     return len(knob) if knob.kind in ("sketch", "nominal") else 1
 
 
-def _knob_values(kind: str, values: Sequence[Any], width: int, choices: Sequence[Any] = ()) -> np.ndarray:
+def knob_values(kind: str, values: Sequence[Any], width: int, choices: Sequence[Any] = ()) -> np.ndarray:
     """Feature rows of knob values (``len(values) x width``); NaN where a value does not fit.
 
     ``choices``: the knob's choices, which a nominal knob's one-hot columns stand for (a value
@@ -88,7 +88,7 @@ class KnobFeaturizer:
         self.widths: list[int] = []
         for knob in space.knobs:
             width = knob_width(knob)
-            self.tables.append(_knob_values(knob.kind, knob.choices, width, knob.choices).astype(np.float32))
+            self.tables.append(knob_values(knob.kind, knob.choices, width, knob.choices).astype(np.float32))
             self.widths.append(width)
         self.dim = sum(self.widths)
         self._nan_mask = np.repeat(~space.active_mask, self.widths, axis=1)  # sketch x feature columns
@@ -104,7 +104,7 @@ class KnobFeaturizer:
         """Features of configs given as ``{knob name: value}`` (a record's ``knobs``), possibly
         of another task: knobs are matched by name; a knob the dict lacks, or whose value
         does not fit (another number of split factors), is NaN (missing)."""
-        cols = [_knob_values(k.kind, [d.get(k.name) for d in knobs], w, k.choices)
+        cols = [knob_values(k.kind, [d.get(k.name) for d in knobs], w, k.choices)
                 for k, w in zip(self.space.knobs, self.widths)]
         return np.concatenate(cols, axis=1).astype(np.float32) if cols else np.zeros((len(knobs), 0), np.float32)
 
@@ -115,14 +115,14 @@ LOOP_FEATURE_DIM = 164
 
 @functools.lru_cache(maxsize=4)
 def _extractor() -> Any:
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     return ms().feature_extractor.PerStoreFeature(extract_workload=False)
 
 
 @functools.lru_cache(maxsize=4)
 def _context(space: KnobSpace) -> Any:
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     return ms().TuneContext(mod=space.mod, target=space.target, num_threads=1)
 
@@ -136,7 +136,7 @@ def loop_features(space: KnobSpace, configs: Sequence[Config]) -> np.ndarray:
     Each store's feature row is summed over the stores of the program, then passed through
     ``sign(x) * log2(1 + |x|)`` (the raw counts span many orders of magnitude).
     """
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     m = ms()
     out = np.zeros((len(configs), LOOP_FEATURE_DIM), dtype=np.float32)

@@ -121,7 +121,7 @@ class KnobColumns:
     """
 
     def __init__(self, space: KnobSpace) -> None:
-        from agents.models.features import KnobFeaturizer, _knob_values
+        from agents.models.features import KnobFeaturizer, knob_values
 
         full = space if space.preset == "full" else KnobSpace.for_task(space.task, "full")
         layout = KnobFeaturizer(full)
@@ -144,7 +144,7 @@ class KnobColumns:
             if knob.name in offsets:
                 width = widths[knob.name]
                 values = [_to_levels(v, width) for v in knob.choices] if knob.kind == "split" else knob.choices
-                table = np.nan_to_num(_knob_values(kinds[knob.name], values, width, choices[knob.name]), nan=0.0)
+                table = np.nan_to_num(knob_values(kinds[knob.name], values, width, choices[knob.name]), nan=0.0)
                 self.parts.append((j, offsets[knob.name], table.astype(np.float32)))
 
     def __call__(self, configs: np.ndarray | list[Any]) -> np.ndarray:

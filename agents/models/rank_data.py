@@ -9,7 +9,7 @@ ASPLOS 2023): ``min cost of the task on that platform / cost``, in (0, 1]; 0 for
 config. The minimum is taken over every loaded row of the task on the platform, whatever the
 space preset: the same task on the same machine has comparable latencies, so a compact and a
 full dataset of one task share one scale. A platform is a measuring host
-(:func:`tune_gym.records.host_id`, the ``host`` column).
+(:func:`tune_gym.host.host_id`, the ``host`` column).
 
 Encoding builds a trace per row: ~750 (full preset) to ~2,500 (compact) rows per second on
 one core, ~600 overall for the committed datasets with building each space once. The encoded

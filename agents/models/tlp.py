@@ -219,6 +219,11 @@ class TLPModel:
                 "batch": self.batch, "lr": self.lr, "weight_decay": self.weight_decay, "clip": self.clip,
                 "attention_heads": self.attention_heads, "res_blocks": self.res_blocks, "lists": self.lists}
 
+    def reseed(self, seed: int) -> None:
+        """Restart the stream that orders training batches (:meth:`fit`, :meth:`fine_tune`) at
+        ``seed``: a copy of a model then shuffles independently of the original."""
+        self._gen = torch.Generator().manual_seed(seed)
+
     def head_of(self, platform: str | None) -> int:
         """The head index of a platform; ``None`` or any platform for plain TLP's one head.
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from benchmarks.leaderboard import kt_entries, significance
 from benchmarks.leaderboard import metrics as M
-from benchmarks.leaderboard.report import Cell, Leaderboard, _fmt, _missing_runs, _shown
+from benchmarks.leaderboard.report import Cell, Leaderboard, fmt, missing_runs, shown
 
 __all__ = ["DEVICES", "SECTION_FILE", "applies", "entry_rows", "included_section", "write_section"]
 
@@ -132,8 +132,8 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
         f"Suite `{suite['name']}`: " + (f"{suite['description']}. " if suite["description"] else "")
         + f"{len(lb.tasks)} spaces ({', '.join(kernels)} on "
         f"{', '.join(devices)}) x {len(suite['agents'])} entries ({len(suite['agents']) - n_kt} tune_gym agents, "
-        f"{n_kt} Kernel Tuner strategies) x {suite['seeds']} seeds; results `{_shown(results)}` (validate with "
-        f"`tune-gym validate {_shown(results)}`). Written {time.strftime('%Y-%m-%d')}"
+        f"{n_kt} Kernel Tuner strategies) x {suite['seeds']} seeds; results `{shown(results)}` (validate with "
+        f"`tune-gym validate {shown(results)}`). Written {time.strftime('%Y-%m-%d')}"
         + (f" by `{command}`." if command else "."), "",
         "Columns: **P** = random-relative score (0 = random search, 1 = the optimum, negative = worse than random), "
         "averaged over each task's budget from the methodology (random search's expected draws to get 95% of the way "
@@ -155,13 +155,13 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
     for i, r in enumerate(rows, 1):
         t, s = r["trials"], r["time"]
         after = ranking[i] if i < len(ranking) else None
-        cells = [f"{_fmt(r['devices'][d][0], 2)} / {_fmt(r['devices'][d][1], 2)}" for d in devices]
+        cells = [f"{fmt(r['devices'][d][0], 2)} / {fmt(r['devices'][d][1], 2)}" for d in devices]
         na = f" ({r['na_tasks']} tasks n/a)" if r["na_tasks"] else ""
         marks = [significance.next_cell(sig, r["entry"], after, axis) for axis in ("trials", "time")]
         lines.append(f"| {i} | {r['entry']} | {'Kernel Tuner' if r['kernel_tuner'] else 'tune_gym'} | "
-                     f"{_fmt(t['mean'])} | [{_fmt(t['lower'])}, {_fmt(t['upper'])}] | {marks[0]} | {_fmt(s['mean'])} | "
-                     f"[{_fmt(s['lower'])}, {_fmt(s['upper'])}] | {marks[1]} | " + " | ".join(cells)
-                     + f" | {r['runs']}{na} | {_fmt(r['agent_secs'], 2)} |")
+                     f"{fmt(t['mean'])} | [{fmt(t['lower'])}, {fmt(t['upper'])}] | {marks[0]} | {fmt(s['mean'])} | "
+                     f"[{fmt(s['lower'])}, {fmt(s['upper'])}] | {marks[1]} | " + " | ".join(cells)
+                     + f" | {r['runs']}{na} | {fmt(r['agent_secs'], 2)} |")
     lines += _notes(lb, rows)
     lines += ["", significance.explanation(sig)]
     lines += ["", f"![random-relative score P(t)]({_relative(png, out.parent)})", ""]
@@ -182,7 +182,7 @@ def _notes(lb: Leaderboard, rows: list[dict[str, Any]]) -> list[str]:
         lines += ["", "Not applicable (the entry declines the task, recorded as such): " + "; ".join(
             f"{entry} on {'every task' if entry not in ran else f'{len(tids)} tasks'} ({why})"
             for (entry, why), tids in sorted(reasons.items())) + "."]
-    missing = _missing_runs(lb)
+    missing = missing_runs(lb)
     if missing:
         lines += ["", "Runs of the suite not in the results yet (`tune-gym bench --suite NAME` adds them): "
                   + ", ".join(f"{a} {n}" for a, n in sorted(missing.items())) + "."]
@@ -213,7 +213,7 @@ def _task_tables(lb: Leaderboard, rows: list[dict[str, Any]], labels: dict[str, 
         cells = []
         for tid in tids:
             cell = lb.cells.get((r["entry"], tid))
-            cells.append(_fmt(_median_best_ms(lb, cell), 4) if cell else
+            cells.append(fmt(_median_best_ms(lb, cell), 4) if cell else
                          "n/a" if (r["entry"], tid) in lb.not_applicable else "-")
         lines.append(f"| {r['entry']} | " + " | ".join(cells) + " |")
     return lines + [""]
@@ -228,7 +228,7 @@ def _ms(lb: Leaderboard, tid: str, gflops: float) -> float:
 
 
 def _best_known_ms(lb: Leaderboard, tid: str) -> str:
-    return _fmt(_ms(lb, tid, lb.tasks[tid].best_gflops), 4)
+    return fmt(_ms(lb, tid, lb.tasks[tid].best_gflops), 4)
 
 
 def _median_best_ms(lb: Leaderboard, cell: Cell) -> float:

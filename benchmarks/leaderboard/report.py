@@ -116,7 +116,7 @@ def compute(results: str | Path) -> Leaderboard:
     header, runs = read_results(results)
     current = {spec.key for spec in Suite.from_dict(header["suite"]).runs()}
     runs = [r for r in runs if r["key"] in current]  # runs of the suite as it is now
-    weights = _network_weights(header["suite"]["tasks"])
+    weights = network_weights(header["suite"]["tasks"])
     presets: dict[str, set[str]] = defaultdict(set)
     for t in header["suite"]["tasks"]:
         presets[t["id"]].add(t["preset"])
@@ -167,7 +167,7 @@ def compute(results: str | Path) -> Leaderboard:
     return Leaderboard(header, cells, tasks, _rows(cells, tasks, not_applicable), not_applicable, na_runs)
 
 
-def _network_weights(tasks: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+def network_weights(tasks: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     """Each task's weight in the suite's geometric means: its occurrences in its network
     divided by the total of that network's tasks in the suite, so every network counts the
     same however many times its layers repeat (BERT's dense layers occur 48 times, a ResNet
@@ -217,7 +217,7 @@ def _rows(cells: dict[tuple[str, str], Cell], tasks: dict[str, TaskData],
     return rows
 
 
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """``path`` relative to the working directory (where the commands are run) when inside it."""
     path = Path(path).resolve()
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
@@ -241,7 +241,7 @@ def _at_trials(lb: Leaderboard, agent: str, ks: list[int]) -> list[float]:
     return out
 
 
-def _missing_runs(lb: Leaderboard) -> dict[str, int]:
+def missing_runs(lb: Leaderboard) -> dict[str, int]:
     """Agent -> runs of the current suite that the results file does not hold."""
     from benchmarks.leaderboard.suite import Suite
 
@@ -254,7 +254,8 @@ def _missing_runs(lb: Leaderboard) -> dict[str, int]:
     return {a: n - done.get(a, 0) for a, n in expected.items() if n > done.get(a, 0)}
 
 
-def _fmt(x: float, digits: int = 3) -> str:
+def fmt(x: float, digits: int = 3) -> str:
+    """``x`` with ``digits`` decimals for a table cell: ``-`` for None or NaN, ``never`` for infinity."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if isinstance(x, float) and math.isinf(x):
@@ -268,7 +269,7 @@ def _vs_reference(row: dict[str, Any]) -> str:
     if row["suspect_references"] and row["suspect_references"] == row["tasks"]:
         return "suspect"
     left_out = f" ({row['suspect_references']} suspect left out)" if row["suspect_references"] else ""
-    return _fmt(row["vs_reference"]) + left_out
+    return fmt(row["vs_reference"]) + left_out
 
 
 def _iqr(values: list[int | None]) -> str:
@@ -276,7 +277,7 @@ def _iqr(values: list[int | None]) -> str:
     med = s["median"]
     if math.isinf(med):
         return f"never ({s['reached']}/{s['runs']})"
-    return f"{med:.0f} [{_fmt(s['q25'], 0)}, {_fmt(s['q75'], 0)}]"
+    return f"{med:.0f} [{fmt(s['q25'], 0)}, {fmt(s['q75'], 0)}]"
 
 
 #: Tables of the network track (:mod:`benchmarks.network_track`), shown on the standard leaderboard.
@@ -310,7 +311,7 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     lines = [
         f"# Leaderboard: suite `{suite['name']}`", "",
         f"{suite['description']}. {len(lb.tasks)} tasks x {len(suite['agents'])} agents x {suite['seeds']} seeds "
-        f"(batch {suite['batch']}); results `{_shown(results)}` (validate with `tune-gym validate {_shown(results)}`).",
+        f"(batch {suite['batch']}); results `{shown(results)}` (validate with `tune-gym validate {shown(results)}`).",
         f"Benchmark host: {host.get('cpu')} ({host.get('logical_cores')} cores, LLVM cpu {host.get('llvm_cpu')}); "
         f"the datasets' hosts are in `benchmarks/datasets/README.md`. Written {time.strftime('%Y-%m-%d')}"
         + (f" by `{command}`." if command else "."), "",
@@ -331,11 +332,11 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     sig = significance.compare_cells(lb.cells.values(), ranking)
     for i, r in enumerate(lb.rows, 1):
         after = ranking[i] if i < len(ranking) else None
-        lines.append(f"| {i} | {r['agent']} | {_fmt(r['p_trials'])} | [{_fmt(r['p_lower'])}, {_fmt(r['p_upper'])}] "
-                     f"| {significance.next_cell(sig, r['agent'], after, 'trials')} | {_fmt(r['p_time'])} "
+        lines.append(f"| {i} | {r['agent']} | {fmt(r['p_trials'])} | [{fmt(r['p_lower'])}, {fmt(r['p_upper'])}] "
+                     f"| {significance.next_cell(sig, r['agent'], after, 'trials')} | {fmt(r['p_time'])} "
                      f"| {significance.next_cell(sig, r['agent'], after, 'time')} "
-                     f"| {_fmt(r['p_run'])} | {_fmt(r['vs_best'])} | {_vs_reference(r)} | "
-                     f"{_fmt(r['to95'], 0)} | {_fmt(r['agent_secs'], 1)} | {_fmt(r['measure_secs'], 0)} | "
+                     f"| {fmt(r['p_run'])} | {fmt(r['vs_best'])} | {_vs_reference(r)} | "
+                     f"{fmt(r['to95'], 0)} | {fmt(r['agent_secs'], 1)} | {fmt(r['measure_secs'], 0)} | "
                      f"{r['runs']}{' (' + str(r['na_tasks']) + ' tasks n/a)' if r['na_tasks'] else ''} |")
     suspect = {tid: td.reference_suspect for tid, td in lb.tasks.items() if td.reference_suspect}
     if suspect:
@@ -352,7 +353,7 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
             f"{a} on {', '.join(tasks)} ({why})" for (a, why), tasks in sorted(reasons.items()))
             + ". Such an agent's aggregates are over the tasks it ran, so they compare with the other rows "
             "only roughly; compare it task by task below."]
-    missing = _missing_runs(lb)
+    missing = missing_runs(lb)
     if missing:
         lines += ["", "Runs of the suite not in the results yet (`tune-gym bench --suite NAME` adds them): "
                   + ", ".join(f"{a} {n}" for a, n in sorted(missing.items())) + "."]
@@ -365,7 +366,7 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     lines.append("| agent | " + " | ".join(f"@{k}" for k in ks) + " |")
     lines.append("|---|" + "---:|" * len(ks))
     for r in lb.rows:
-        lines.append(f"| {r['agent']} | " + " | ".join(_fmt(v) for v in _at_trials(lb, r["agent"], ks)) + " |")
+        lines.append(f"| {r['agent']} | " + " | ".join(fmt(v) for v in _at_trials(lb, r["agent"], ks)) + " |")
     lines += ["", "## Per task", "",
               "Median final GFLOPS over the best known, and trials to 100% of it (median [IQR]; `never (k/n)`: "
               "k of n seeds reached it).", ""]
@@ -379,8 +380,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
             c = lb.cells.get((a, tid))
             cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c
                            else "n/a" if (a, tid) in lb.not_applicable else "-")
-        torch = _fmt(td.reference_gflops, 2) + (" (suspect)" if td.reference_suspect else "")
-        lines.append(f"| {tid} | {td.preset}, {kind} | {_fmt(td.best_gflops, 2)} | {torch} | "
+        torch = fmt(td.reference_gflops, 2) + (" (suspect)" if td.reference_suspect else "")
+        lines.append(f"| {tid} | {td.preset}, {kind} | {fmt(td.best_gflops, 2)} | {torch} | "
                      + " | ".join(cellstr) + " |")
     lines += ["", f"![best-so-far]({rel(png_curves)})", "",
               f"![best-so-far against simulated time]({rel(png_curves.with_name('best_so_far_time.png'))})", ""]

@@ -392,7 +392,7 @@ class ResultsFile:
                     appender.append([update])
                     header = {**header, "suite": update["suite_update"], "suite_digest": suite.digest}
                 return cls(path, header, runs, appender, scan.versions[0].line)
-            from tune_gym.records import host_fingerprint
+            from tune_gym.host import host_fingerprint
 
             header = {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "suite_digest": suite.digest,
                       "suite": _suite_dict(suite), "created": time.time(), "host": host_fingerprint()}

@@ -92,7 +92,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             "key": spec.key, "spec": asdict(spec), "task_uri": base.task.uri,
             "space_size": base.space.size, "flops": base.task.flops,
             "reference_gflops": base.reference_gflops,
-            "data": _data_identity(base.backend, base.task, spec.preset),
+            "data": data_identity(base.backend, base.task, spec.preset),
             "configs": [list(t.config) for t in trials],
             "gflops": [t.result.gflops for t in trials],
             "errors": [t.result.error for t in trials],
@@ -136,19 +136,19 @@ def run_end(trials: int, budget: int, space_size: int) -> str:
 
 
 def _host() -> str:
-    from tune_gym.records import host_id
+    from tune_gym.host import host_id
 
     return host_id()
 
 
-def _data_identity(backend: Any, task: Any, preset: str) -> dict[str, Any]:
-    """Which data answered the run (dataset files and checksums), so validation uses the same."""
-    datasets = getattr(backend, "datasets", None)
-    if datasets is None:
+def data_identity(backend: Any, task: Any, preset: str) -> dict[str, Any]:
+    """Which data answered the run (dataset files and checksums), so validation uses the same;
+    only the backend's name for a backend without recorded data (live, rpc, a simulator)."""
+    datasets = backend.datasets(task, preset)
+    if not datasets:
         return {"backend": backend.name}
     return {"backend": backend.name,
-            "datasets": [{"source": Path(d.source).name, "checksum": d.meta.get("checksum")}
-                         for d in datasets(task, preset)]}
+            "datasets": [{"source": Path(d.source).name, "checksum": d.meta.get("checksum")} for d in datasets]}
 
 
 def run_suite(

@@ -347,11 +347,11 @@ class _Checker:
 
     def _numbers(self, line: dict[str, Any], spec: RunSpec, task: Any, space: Any, where: str) -> bool:
         """Data identity, reference and the replay of every trial; False at the first mismatch."""
-        from benchmarks.leaderboard.runner import _data_identity
+        from benchmarks.leaderboard.runner import data_identity
         from tune_gym.session import TuningSession
 
         backend = self._backend(spec.backend)
-        data = _data_identity(backend, task, spec.preset)
+        data = data_identity(backend, task, spec.preset)
         if data != line["data"]:
             self.problem(f"{where}: the data answering it changed: recorded {line['data']}, now {data}")
             return False
@@ -459,7 +459,7 @@ class _Checker:
         key = (spec.backend, task.uri, spec.preset)
         if key not in self._data:
             backend = self._backend(spec.backend)
-            datasets: list[Any] = backend.datasets(task, spec.preset) if hasattr(backend, "datasets") else []
+            datasets: list[Any] = backend.datasets(task, spec.preset)
             exhaustive = next((d for d in datasets if d.exhaustive), None)
             self._data[key] = _Data(max((d.best_gflops for d in datasets), default=math.nan),
                                     None if exhaustive is None else exhaustive.mean_cost)

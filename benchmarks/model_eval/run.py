@@ -60,15 +60,17 @@ class Group:
     weight: float
 
 
-def _groups(data: Any, rows: np.ndarray, weights: dict[str, int]) -> list[Group]:
+def task_groups(data: Any, rows: np.ndarray, weights: dict[str, int]) -> list[Group]:
+    """``rows`` of ``data`` grouped by (task, preset, platform), sorted; each group weighted by its task's
+    weight in ``weights``."""
     keys: dict[tuple[str, str, str], list[int]] = {}
     for i in rows:
         keys.setdefault((data.task[i], data.preset[i], data.platform[i]), []).append(int(i))
     return [Group(t, p, np.asarray(r), float(weights[t])) for (t, p, _), r in sorted(keys.items())]
 
 
-def _metrics(groups: list[Group], score: dict[str, np.ndarray], cost: dict[str, np.ndarray], regress: bool,
-             seed: int) -> dict[str, float]:
+def ranking_metrics(groups: list[Group], score: dict[str, np.ndarray], cost: dict[str, np.ndarray], regress: bool,
+                    seed: int) -> dict[str, float]:
     """The table's columns for one model; ``score``/``cost`` keyed by ``task|preset``."""
     names = [f"{g.task}|{g.preset}" for g in groups]
     weights = {n: g.weight for n, g in zip(names, groups)}
@@ -161,7 +163,7 @@ def _transfer_tlp(checkpoint: str, holdout_tasks: set[str], train: Any, seed: in
     return model, f"checkpoint {path.name}"
 
 
-def _transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None], path: Path | None = None
+def transfer_oneshot(data: Any, groups: list[Group], log: Callable[[str], None], path: Path | None = None
                       ) -> tuple[dict[str, np.ndarray], str] | None:
     """Scores of a One-Shot predictor on every group: the checkpoint at ``path``, by default the
     committed one ``one-shot`` would use (trained on sampled tasks, none of the held-out ones);
@@ -283,7 +285,7 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
         raise ValueError(f"no dataset holds a task of network {holdout!r}")
     train_rows, test_rows = np.flatnonzero(~in_holdout), np.flatnonzero(in_holdout)
     weights = {t: network_weights[holdout][t] for t in set(data.task[test_rows])}
-    groups = [g for g in _groups(data, test_rows, weights) if np.isfinite(data.cost[g.rows]).any()]
+    groups = [g for g in task_groups(data, test_rows, weights) if np.isfinite(data.cost[g.rows]).any()]
     cost = {f"{g.task}|{g.preset}": data.cost[g.rows] for g in groups}
     rng = np.random.default_rng(seed)
     platforms = sorted(set(data.platform))
@@ -299,12 +301,13 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
 
     # ---------------------------------------------------------------- transfer (zero-shot)
     tlp, tlp_source = _transfer_tlp(checkpoint, set(data.task[test_rows]), train, seed, epochs, progress, log)
-    results["transfer"]["TLP"] = _metrics(groups, per_group(lambda g: tlp.predict(data.x[g.rows])), cost, False, seed)
+    results["transfer"]["TLP"] = ranking_metrics(groups, per_group(lambda g: tlp.predict(data.x[g.rows])), cost, False,
+                                                 seed)
     if len(platforms) > 1:
         log("transfer: MTL-TLP")
         mtl = TLPModel(platforms=platforms, seed=seed, epochs=epochs)
         mtl.fit(train, progress=progress)
-        results["transfer"]["MTL-TLP"] = _metrics(
+        results["transfer"]["MTL-TLP"] = ranking_metrics(
             groups, per_group(lambda g: mtl.predict(data.x[g.rows], platform=data.platform[g.rows[0]])), cost, False,
             seed)
     log("transfer: XGBoost / random forest on loop features")
@@ -314,21 +317,21 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
     loop_test = {f"{g.task}|{g.preset}": shared["loop"][g.rows] for g in groups}
     for name, make in (("XGBoost (loop features)", _xgb_reg), ("Random forest (loop features)", _rf_reg)):
         model = make(seed).fit(x_loop_train, y_train)
-        results["transfer"][name] = _metrics(
+        results["transfer"][name] = ranking_metrics(
             groups, {k: model.predict(v) for k, v in loop_test.items()}, cost, True, seed)
     log("transfer: XGBoost on the primitive sequence")
     flat = data.x.reshape(len(data.x), -1)
     model = _xgb_reg(seed).fit(flat[train_rows], y_train)
-    results["transfer"]["XGBoost (primitive sequence)"] = _metrics(
+    results["transfer"]["XGBoost (primitive sequence)"] = ranking_metrics(
         groups, per_group(lambda g: model.predict(flat[g.rows])), cost, True, seed)
-    oneshot = _transfer_oneshot(data, groups, log)
+    oneshot = transfer_oneshot(data, groups, log)
     if oneshot is not None:
-        results["transfer"]["One-Shot predictor"] = _metrics(groups, oneshot[0], cost, True, seed)
+        results["transfer"]["One-Shot predictor"] = ranking_metrics(groups, oneshot[0], cost, True, seed)
     metatune = _MetaTune.load(data, groups, log) if with_metatune else None
     if metatune is not None:
-        results["transfer"]["MetaTune (meta-learned, no fine-tuning)"] = _metrics(
+        results["transfer"]["MetaTune (meta-learned, no fine-tuning)"] = ranking_metrics(
             groups, metatune.transfer(groups), cost, True, seed)
-    results["transfer"]["Random"] = _metrics(
+    results["transfer"]["Random"] = ranking_metrics(
         groups, per_group(lambda g: rng.random(len(g.rows))), cost, False, seed)
 
     # ---------------------------------------------------------------- in-task (shots measured)
@@ -350,11 +353,11 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
             out[f"{g.task}|{g.preset}"] = model.predict(feats(data, g.rows))
         return out
 
-    results["in-task"]["XGBoost (knob features)"] = _metrics(rest_groups, fitted(_xgb_reg, _knob_features),
+    results["in-task"]["XGBoost (knob features)"] = ranking_metrics(rest_groups, fitted(_xgb_reg, _knob_features),
                                                              rest_cost, True, seed)
-    results["in-task"]["Random forest (knob features)"] = _metrics(rest_groups, fitted(_rf_reg, _knob_features),
+    results["in-task"]["Random forest (knob features)"] = ranking_metrics(rest_groups, fitted(_rf_reg, _knob_features),
                                                                    rest_cost, True, seed)
-    results["in-task"]["TLP, no fine-tuning"] = _metrics(
+    results["in-task"]["TLP, no fine-tuning"] = ranking_metrics(
         rest_groups, {f"{g.task}|{g.preset}": tlp.predict(data.x[g.rows]) for g in rest_groups}, rest_cost, False,
         seed)
     tuned = {}
@@ -363,12 +366,12 @@ def evaluate(holdout: str = "resnet18", seed: int = 0, shots: int = 64, epochs: 
         model = copy.deepcopy(tlp)
         model.fine_tune(data.x[shot], m.labels(data.cost[shot]).astype(np.float32))
         tuned[f"{g.task}|{g.preset}"] = model.predict(data.x[g.rows])
-    results["in-task"]["TLP, fine-tuned"] = _metrics(rest_groups, tuned, rest_cost, False, seed)
+    results["in-task"]["TLP, fine-tuned"] = ranking_metrics(rest_groups, tuned, rest_cost, False, seed)
     if metatune is not None:
         shot_rows = {k: v[0] for k, v in split.items()}
-        results["in-task"]["MetaTune, fine-tuned"] = _metrics(
+        results["in-task"]["MetaTune, fine-tuned"] = ranking_metrics(
             rest_groups, metatune.fine_tuned(rest_groups, shot_rows, data.cost), rest_cost, True, seed)
-    results["in-task"]["Random"] = _metrics(
+    results["in-task"]["Random"] = ranking_metrics(
         rest_groups, {f"{g.task}|{g.preset}": rng.random(len(g.rows)) for g in rest_groups}, rest_cost, False, seed)
 
     return {

@@ -1,7 +1,8 @@
 """The catalog of dataset files: where they live and which task each one holds.
 
 Datasets are found in :func:`data_dirs`: the directories listed in ``TUNE_GYM_DATA``
-(``os.pathsep``-separated), then the repository's ``benchmarks/datasets``. Reading the
+(``os.pathsep``-separated), then the repository's ``benchmarks/datasets``
+(:func:`tune_gym.locations.benchmarks_dir`: ``TUNE_GYM_BENCHMARKS``, else the source checkout's). Reading the
 catalog opens only the Parquet footers (task, preset, rows, host), not the rows; each footer
 is checked (:func:`tune_gym.datasets.dataset.read_footer`: its fields and its seal). A file
 that is not a sound dataset (not Parquet, no footer, edited metadata, unsealed) is left out
@@ -28,13 +29,11 @@ from typing import Any
 
 from tune_gym import kinds
 from tune_gym.datasets.dataset import DatasetError, read_footer
+from tune_gym.locations import benchmarks_path
 from tune_gym.tasks.task import Task
 
 __all__ = ["CatalogEntry", "CatalogWarning", "catalog", "data_dirs", "find_dataset", "read_entry",
-           "task_data_dirs"]
-
-_REPO_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets"
-
+           "repo_datasets", "task_data_dirs"]
 
 class CatalogWarning(UserWarning):
     """A file in a data directory that the catalog leaves out (the message names it and why)."""
@@ -58,9 +57,15 @@ class CatalogEntry:
 
 
 def data_dirs() -> list[Path]:
-    """Directories searched for datasets, in order (``TUNE_GYM_DATA`` first)."""
+    """Directories searched for datasets, in order: ``TUNE_GYM_DATA``'s, then the committed
+    datasets (:func:`repo_datasets`)."""
     extra = [Path(p) for p in os.environ.get("TUNE_GYM_DATA", "").split(os.pathsep) if p]
-    return [*extra, _REPO_DATA]
+    return [*extra, repo_datasets()]
+
+
+def repo_datasets() -> Path:
+    """The committed datasets: ``benchmarks/datasets`` (:func:`tune_gym.locations.benchmarks_dir`)."""
+    return benchmarks_path("datasets")
 
 
 def task_data_dirs(task: Task | str) -> list[Path]:

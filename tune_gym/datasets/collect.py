@@ -136,8 +136,10 @@ def collect(
     Returns:
         The dataset as written.
     """
+    from tune_gym.host import host_id
+    from tune_gym.measure import is_backend, missing_methods
     from tune_gym.measure.reference import measure_reference
-    from tune_gym.records import RecordWriter, host_id, load_records, recorded_reference
+    from tune_gym.records import RecordWriter, load_records, recorded_reference
     from tune_gym.session import TuningSession
 
     out = Path(out)
@@ -155,10 +157,13 @@ def collect(
         from tune_gym.measure.live import LiveBackend
 
         backend = LiveBackend(repeat=3)
+    elif not is_backend(backend):
+        raise DatasetError(f"collect: backend must be a tune_gym.measure.Backend, got {type(backend).__name__}, "
+                           f"which lacks {', '.join(m + '()' for m in missing_methods(backend))}")
     started = time.time()
     entry = {"command": command or shlex.join(["tune-gym", "collect", *sys.argv[1:]]),
              "plans": [asdict(p) for p in plans] if measure else [], "host": host_id(), "started": started}
-    simulated_host = backend.name if getattr(backend, "simulated", False) else None
+    simulated_host = backend.name if backend.simulated else None
     if simulated_host:  # no machine measured these rows: the backend is their host
         entry["simulated"] = simulated_host
         note = "; ".join(filter(None, [f"simulated: every row comes from the {simulated_host} backend's model, "
@@ -171,7 +176,7 @@ def collect(
             # the resumed data's reference, unless the reference audit marks it suspect: then measure it again
             recorded = recorded_reference(session.resumed, task, host=host_id())
             session.reference = ((recorded if recorded is not None and not recorded.suspect else None)
-                                 or (backend.reference(task) if hasattr(backend, "reference") else None)
+                                 or backend.reference(task, preset)
                                  or (measure_reference(task) if task.has_torch_reference else None))
             at_start = len(session.measured)
             saver = _Saver(out, task, preset, journal, modes, previous, entry, save_every, simulated_host)

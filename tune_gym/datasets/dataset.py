@@ -14,7 +14,7 @@ against, and what learned cost models train on. Columns:
 ``time``           unix time of the measurement
 ``mode``           how the row was collected: ``exhaustive``, ``random``, ``exploration``
                    or ``records`` (converted from a record file)
-``host``           :func:`tune_gym.records.host_id` of the measuring machine
+``host``           :func:`tune_gym.host.host_id` of the measuring machine
 ``tvm``            TVM version
 ``reference_gflops``  the PyTorch reference throughput recorded with it
 ``extra``          backend details (JSON, may be empty)
@@ -247,7 +247,7 @@ class Dataset:
             reference_gflops=np.array([r.reference.gflops if r.reference else math.nan for r, _ in rows]),
             extra=[dict(r.result.extra) for r, _ in rows],
         )
-        from tune_gym.records import host_fingerprint, host_id
+        from tune_gym.host import host_fingerprint, host_id
 
         ds.meta = {
             "fingerprint": space_fingerprint(space), "space_size": space.size, "knobs": space.names,
@@ -435,7 +435,7 @@ def load_dataset(path: str | os.PathLike[str], space: KnobSpace | None = None, v
     if verify and parquet_io.rows_checksum(table) != footer["checksum"]:
         raise DatasetError(f"dataset {path}: checksum mismatch: its rows are not the rows it was written with (the "
                            f"file was edited or corrupted). {_RESTORE}")
-    task, preset = _task_of(footer, path), footer["preset"]
+    task, preset = task_of(footer, path), footer["preset"]
     space = space or _space_of(task, preset, path)
     _check_space(footer, task, preset, space, path)
     where = f"dataset {path}"
@@ -475,7 +475,7 @@ def seal_dataset(path: str | os.PathLike[str]) -> str:
     if parquet_io.rows_checksum(table) != footer["checksum"]:
         raise DatasetError(f"dataset {path}: checksum mismatch: its rows are not the rows it was written with, so it "
                            f"is not sealed. {_RESTORE}")
-    task = _task_of(footer, path)
+    task = task_of(footer, path)
     space = _space_of(task, footer["preset"], path)
     _check_space(footer, task, footer["preset"], space, path)
     _check_footer_values(footer, task, space, table.num_rows, f"dataset {path}")
@@ -498,7 +498,8 @@ def _load_records(path: Path, space: KnobSpace | None) -> Dataset:
     return ds
 
 
-def _task_of(footer: dict[str, Any], path: str | os.PathLike[str]) -> Task:
+def task_of(footer: dict[str, Any], path: str | os.PathLike[str]) -> Task:
+    """The task a dataset's footer names; a :class:`DatasetError` naming ``path`` when it does not parse."""
     try:
         return Task.from_uri(footer["task"])
     except TuneGymError as err:

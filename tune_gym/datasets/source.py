@@ -85,13 +85,13 @@ class DataSource:
     def _load(self, path: Path, task: Task | None = None, preset: str | None = None) -> Any:
         """Load a dataset file, checked against the space :attr:`spaces` says."""
         from tune_gym.datasets import load_dataset
-        from tune_gym.datasets.dataset import _task_of, read_footer
+        from tune_gym.datasets.dataset import read_footer, task_of
         from tune_gym.datasets.spaces import recorded_space
 
         if self.spaces == "task":
             return load_dataset(path, KnobSpace.for_task(task, preset) if task is not None and preset else None)
         footer = read_footer(path)
-        task = task or _task_of(footer, path)
+        task = task or task_of(footer, path)
         return load_dataset(path, recorded_space(task, preset or footer["preset"], footer["fingerprint"]))
 
     def datasets(self, task: Task, preset: str) -> list[Any]:

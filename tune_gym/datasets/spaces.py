@@ -28,23 +28,26 @@ import os
 from pathlib import Path
 
 from tune_gym import kinds
-from tune_gym.datasets.catalog import _REPO_DATA
+from tune_gym.datasets.catalog import repo_datasets
 from tune_gym.datasets.dataset import DatasetError, space_fingerprint
 from tune_gym.errors import SpaceError
 from tune_gym.space import KnobSpace, RecordedSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["REPO_SPACES", "find_space", "read_space", "recorded_space", "store_dirs", "write_space"]
+__all__ = ["find_space", "read_space", "recorded_space", "repo_spaces", "store_dirs", "write_space"]
 
-#: The repository's descriptions: those of the committed datasets.
-REPO_SPACES = _REPO_DATA / "spaces"
 _MAX_FILE = 1 << 20  # bytes of a description (the largest full space's is about 5 KB)
+
+
+def repo_spaces() -> Path:
+    """The repository's descriptions, those of the committed datasets: ``benchmarks/datasets/spaces``."""
+    return repo_datasets() / "spaces"
 
 
 def store_dirs() -> list[Path]:
     """Directories searched for ``<fingerprint>.json``, in order; the last is the user store."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tune_gym" / "spaces"
-    return [REPO_SPACES, cache]
+    return [repo_spaces(), cache]
 
 
 def read_space(path: str | os.PathLike[str]) -> RecordedSpace:

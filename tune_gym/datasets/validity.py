@@ -357,7 +357,7 @@ def diagnose_gpu(space: KnobSpace, config: Config) -> tuple[str, str]:
         fails; it never raises.
     """
     try:
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         tv = tvm()
         sch = space.to_schedule(config)
@@ -419,8 +419,8 @@ def collect_validity(task: Task | str, preset: str, n: int, seed: int, progress:
     Returns:
         The labels, with ``meta`` saying how they were made.
     """
-    from tune_gym._tvm import tvm
-    from tune_gym.records import host_fingerprint
+    from tune_gym.host import host_fingerprint
+    from tune_gym.tvm_support import tvm
 
     task_id = task if isinstance(task, str) and "://" not in task else None
     task = task if isinstance(task, Task) else Task.parse(task)

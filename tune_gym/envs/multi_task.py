@@ -105,7 +105,7 @@ class MultiTuneEnv(gym.Env):
         refs, self.set_name = _task_set(split, part, tasks, preset)
         self.tasks = refs
         self.batch_size, self.render_mode, self.closed = batch_size, render_mode, False
-        self.backend = ReplayBackend([_dataset_path(ref) for ref in refs], spaces="recorded")
+        self.backend = ReplayBackend([dataset_path(ref) for ref in refs], spaces="recorded")
         self.envs: list[TuneEnv] = []
         try:
             for ref in refs:
@@ -201,7 +201,7 @@ class MultiTuneEnv(gym.Env):
         env, codec = self.env, self.codec
         inner = env._obs()
         best = env.best[0]
-        best_rows = codec.encode(np.asarray(best if best is not None else env._default_config))
+        best_rows = codec.encode(np.asarray(best if best is not None else env.default_config))
         return observation(self._task_obs[self.task_index], best_rows[0], self._last_rows, inner["last_throughput"],
                            inner["last_valid"], inner["progress"])
 
@@ -260,7 +260,7 @@ def _task_set(split: str | None, part: str | None, tasks: list[str] | None,
     return refs, f"{split} part {part}"
 
 
-def _dataset_path(ref: TaskRef) -> str:
+def dataset_path(ref: TaskRef) -> str:
     """The catalog's dataset of ``ref`` (its task, preset and host)."""
     entry = find_dataset(ref.task, ref.preset, ref.host)
     if entry is None:

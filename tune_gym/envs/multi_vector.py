@@ -32,7 +32,7 @@ from tune_gym.envs import MAX_EPISODE_STEPS
 from tune_gym.envs.canonical import N_SLOTS, NVEC, SLOT_NAMES
 from tune_gym.envs.multi_task import THROUGHPUT_HIGH, MultiTuneEnv, env_options
 from tune_gym.envs.tune_env import progress
-from tune_gym.envs.tune_vector import _AUTORESET, TuneVectorEnv
+from tune_gym.envs.tune_vector import AUTORESET, TuneVectorEnv
 from tune_gym.errors import SpaceError
 from tune_gym.options import OptionError, check_choice, check_int, check_keys, show
 
@@ -64,7 +64,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
             raise OptionError("max_episode_steps must be an integer >= 1, or -1 or None for no step limit, got 0")
         self.max_episode_steps = None if limit in (None, -1) else limit
         mode = autoreset_mode.name.lower() if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
-        self.autoreset_mode = AutoresetMode[check_choice("autoreset_mode", mode, _AUTORESET).upper()]
+        self.autoreset_mode = AutoresetMode[check_choice("autoreset_mode", mode, AUTORESET).upper()]
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         check_keys("MultiTune-v0 vector env", options, env_options())
         if options.get("render_mode") is not None:
@@ -84,7 +84,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
         # per task: the canonical row of each recorded config (the best config's observation)
         self._data_rows = [codec.encode((engine._keys[:, None] // engine._weights) % engine.env.space.dims)
                            for codec, engine in zip(env.codecs, self.engines)]
-        self._default_rows = [codec.encode(np.asarray(e._default_config))[0] for codec, e in zip(env.codecs, env.envs)]
+        self._default_rows = [codec.encode(np.asarray(e.default_config))[0] for codec, e in zip(env.codecs, env.envs)]
         self.task_index = np.full(n, -1, dtype=np.int64)
         self._last_rows = np.zeros((n, env.batch_size, N_SLOTS), dtype=np.int64)
         self._rng = np.random.default_rng()

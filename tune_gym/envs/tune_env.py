@@ -226,8 +226,7 @@ class TuneEnv(gym.Env):
         """The rest of the constructor, after the backend exists (which may supply the space)."""
         from tune_gym.features.primitives import default_shape
 
-        recorded = getattr(self.backend, "recorded_space", None)  # replay with spaces="recorded": no TVM
-        space = recorded(self.task, preset) if callable(recorded) else None
+        space = self.backend.recorded_space(self.task, preset)  # replay with spaces="recorded": no TVM
         self.space = space if space is not None else KnobSpace.for_task(self.task, preset)
         if observation is None:
             observation = kinds.default_observation(self.task) if self.space.has_schedules else "knobs"
@@ -274,8 +273,10 @@ class TuneEnv(gym.Env):
             "progress": spaces.Box(np.zeros(2, np.float32), np.array([self.throughput_high, 1], np.float32),
                                    dtype=np.float32),
         })
-        self._task_features = np.clip(task_features(self.task), 0, TASK_FEATURE_HIGH)
-        self._default_config = self.space.canonical([0] * k)  # shown before any measurement
+        #: The ``task`` observation (the task's features, clipped to the observation bounds).
+        self.task_obs = np.clip(task_features(self.task), 0, TASK_FEATURE_HIGH)
+        #: The config the best-config observations show before any measurement.
+        self.default_config = self.space.canonical([0] * k)
         entry_bytes = sum(4 * math.prod(b.shape) for b in best.values())
         self._encoding_limit = max(8, _ENCODING_CACHE_BYTES // max(1, entry_bytes))
         self._encodings: dict[Config, dict[str, np.ndarray]] = {}  # config -> best-config keys, see _encoding
@@ -290,12 +291,10 @@ class TuneEnv(gym.Env):
         if reward_norm == "none":
             return 1.0
         if reward_norm == "optimum":
-            optimum = getattr(self.backend, "optimum", None)
-            best = optimum(self.task, self.space) if callable(optimum) else None
+            best = self.backend.optimum(self.task, self.space)
             if best is None:
-                why = (f"the {self.backend.name} backend has no recorded optimum" if not callable(optimum) else
-                       "its data does not hold them all (not an exhaustive dataset)" if not
-                       self.backend.covers(self.task, self.space) else "none of them ran")  # type: ignore[attr-defined]
+                why = (f"the {self.backend.name} backend's data does not hold them all (not an exhaustive dataset)"
+                       if not self.backend.covers(self.task, self.space) else "none of them ran")
                 raise OptionError(f"reward_norm='optimum' needs replay data holding every config of {self.task.uri} "
                                   f"(preset {self.preset}, {self.space.size} configs), one of which ran, but {why}; "
                                   "use 'torch', 'none' or a number")
@@ -306,14 +305,13 @@ class TuneEnv(gym.Env):
         """The reference of ``reward_norm="torch"``: recorded with the data if possible."""
         if reward_norm != "torch":
             return None
-        from tune_gym.records import host_id, recorded_reference
+        from tune_gym.host import host_id
+        from tune_gym.records import recorded_reference
 
         resumed = self.session.resumed  # host_id() reads the TVM version: asked only when there are records
         recorded = recorded_reference(resumed, self.task, host=host_id()) if resumed else None
-        if recorded is None and hasattr(self.backend, "reference"):
-            ref = self.backend.reference  # the data's reference for this preset, if the backend tells presets apart
-            by_preset = len(inspect.signature(ref).parameters) > 1
-            recorded = ref(self.task, self.space.preset) if by_preset else ref(self.task)
+        if recorded is None:
+            recorded = self.backend.reference(self.task, self.space.preset)  # the data's, if the backend has one
         if recorded is not None:
             return self._checked_suspect(recorded)
         from tune_gym.measure.reference import measure_reference
@@ -411,9 +409,9 @@ class TuneEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         best_cfg, best_gflops = self.best
         return {
-            "task": self._task_features.copy(),
+            "task": self.task_obs.copy(),
             **{key: value.copy() for key, value in
-               self._encoding(best_cfg if best_cfg is not None else self._default_config).items()},
+               self._encoding(best_cfg if best_cfg is not None else self.default_config).items()},
             "last_configs": self._last_configs.copy(),
             "last_throughput": self._last_tp.copy(),
             "last_valid": self._last_valid.copy(),

@@ -53,7 +53,7 @@ _NEW, _REPEAT, _EXCLUDED, _SKIPPED = range(4)
 _REFUSED = {"log": "records need one session per sub-env", "resume": "records need one session per sub-env",
             "render_mode": "it renders nothing", "graph_template": "it observes 'knobs'",
             "schedule_shape": "it observes 'knobs'"}
-_AUTORESET = ("next_step", "same_step")
+AUTORESET = ("next_step", "same_step")
 
 
 class TuneVectorEnv(VectorEnv):
@@ -82,7 +82,7 @@ class TuneVectorEnv(VectorEnv):
             raise OptionError("max_episode_steps must be an integer >= 1, or -1 or None for no step limit, got 0")
         self.max_episode_steps = None if limit in (None, -1) else limit
         mode = autoreset_mode.name.lower() if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
-        self.autoreset_mode = AutoresetMode[check_choice("autoreset_mode", mode, _AUTORESET).upper()]
+        self.autoreset_mode = AutoresetMode[check_choice("autoreset_mode", mode, AUTORESET).upper()]
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.env = _prototype(options)
         env, space = self.env, self.env.space
@@ -105,8 +105,8 @@ class TuneVectorEnv(VectorEnv):
         # each recorded config's knobs scaled to [0, 1], by row (the best_knobs observation)
         self._knobs = space.normalized((self._keys[:, None] // self._weights) % space.dims)
         self._row_of_key = _dense_index(self._keys, int(self._weights[0] * space.dims[0]) if len(space.dims) else 1)
-        self._task_obs = np.broadcast_to(env._task_features, (self.num_envs, len(env._task_features)))
-        self._default_knobs = space.normalized([env._default_config])[0]
+        self._task_obs = np.broadcast_to(env.task_obs, (self.num_envs, len(env.task_obs)))
+        self._default_knobs = space.normalized([env.default_config])[0]
         self._reference = np.full(self.num_envs, env.reference_gflops)
         self._plain = _rules_nothing_out(space)
         n, b, k = self.num_envs, env.batch_size, space.n_knobs

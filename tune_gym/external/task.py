@@ -48,7 +48,7 @@ from tune_gym.external.kernel_tuner_io import (
     read_problem,
     read_t4,
 )
-from tune_gym.tasks._checks import fields, show
+from tune_gym.tasks.checks import fields, show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task
 

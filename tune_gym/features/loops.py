@@ -143,7 +143,7 @@ class _Walker:
     """The touch extractor: one pass over a PrimFunc body (AutoTVM's TouchExtractor)."""
 
     def __init__(self) -> None:
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         tv = tvm()
         t, e, s = tv.tirx, tv.ir.prim.expr, tv.s_tir

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from tune_gym import kinds
-from tune_gym.measure.base import Backend
+from tune_gym.measure.base import BACKEND_METHODS, Backend
 from tune_gym.measure.result import ERROR_KINDS, MeasureResult
 from tune_gym.options import OptionError, show
 
 __all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "backend_ids", "is_backend", "make_backend",
-           "resolve_backend"]
+           "missing_methods", "resolve_backend"]
 
 #: The core's backend ids; registered target kinds add theirs (:func:`backend_ids`).
 CORE_BACKENDS = ("live", "replay", "surrogate", "rpc")
@@ -94,13 +94,25 @@ def make_backend(name: str, **options: Any) -> Backend:
         return RPCBackend(**options)
     kind = kinds.owner_of_backend(name) if isinstance(name, str) else None
     if kind is not None:
-        return kinds.load(kind.backends[name].factory)(**options)  # type: ignore[no-any-return]
+        made = kinds.load(kind.backends[name].factory)(**options)
+        if not is_backend(made):
+            raise OptionError(f"the {kind.name} kind's backend {name!r} ({kind.backends[name].factory}) made "
+                              f"{show(made)}, which lacks {', '.join(m + '()' for m in missing_methods(made))}; "
+                              "a backend subclasses tune_gym.measure.Backend")
+        return made  # type: ignore[no-any-return]
     raise OptionError(f"unknown backend {show(name)}; known backends: {', '.join(backend_ids())}")
 
 
 def is_backend(obj: Any) -> bool:
-    """Whether ``obj`` is a backend object: it has ``measure`` and ``close`` methods (:class:`Backend`)."""
-    return callable(getattr(obj, "measure", None)) and callable(getattr(obj, "close", None))
+    """Whether ``obj`` is a backend object: a :class:`Backend`, or an object with every method of
+    :data:`~tune_gym.measure.base.BACKEND_METHODS`."""
+    return isinstance(obj, Backend) or not missing_methods(obj)
+
+
+def missing_methods(obj: Any) -> list[str]:
+    """The methods of :data:`~tune_gym.measure.base.BACKEND_METHODS` that ``obj`` lacks (none for
+    a :class:`Backend`, which has defaults for all but ``measure``)."""
+    return [name for name in BACKEND_METHODS if not callable(getattr(obj, name, None))]
 
 
 def resolve_backend(backend: str | Backend, options: dict[str, Any] | None = None) -> tuple[Backend, bool]:
@@ -116,8 +128,9 @@ def resolve_backend(backend: str | Backend, options: dict[str, Any] | None = Non
     if isinstance(backend, str):
         return make_backend(backend, **(options or {})), True
     if not is_backend(backend):
-        raise OptionError(f"backend must be a backend id ({', '.join(backend_ids())}) or a backend object with "
-                          f"measure() and close(), got {show(backend)}")
+        raise OptionError(f"backend must be a backend id ({', '.join(backend_ids())}) or a backend object (a "
+                          f"tune_gym.measure.Backend subclass), got {show(backend)}, which lacks "
+                          f"{', '.join(m + '()' for m in missing_methods(backend))}")
     if options:
         raise OptionError("backend_options apply only when backend is given by name")
     return backend, False

@@ -40,14 +40,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Self, TypeVar
 
+from tune_gym.host import host_cores
+from tune_gym.measure.base import Backend
 from tune_gym.measure.result import MeasureResult
 from tune_gym.options import OptionError, check_bool, check_float, check_int, check_keys, show
 from tune_gym.space import Config, KnobSpace
-from tune_gym.tasks.targets import host_cores
 from tune_gym.tasks.task import Task
 
 __all__ = ["ADAPTIVE_OPTIONS", "BuiltBatch", "LiveBackend", "LiveConfig", "ProcessBackend", "WorkDir", "build_batch",
@@ -128,12 +130,13 @@ class LiveConfig:
 _Config = TypeVar("_Config", bound=LiveConfig)
 
 
-class ProcessBackend:
+class ProcessBackend(Backend):
     """The lifecycle of a backend that owns worker processes: :meth:`close` ends them, on
     ``with`` exit and (best effort) on collection; copies of an env share the one handle."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """End the worker processes and remove their working directory."""
 
     @staticmethod
     def _configured(config: _Config | None, kind: type[_Config], overrides: dict[str, Any], who: str) -> _Config:

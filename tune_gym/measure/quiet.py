@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tune_gym.errors import TuneGymError
+from tune_gym.host import host_id
 
 __all__ = ["CALIBRATION_N", "BusyHostError", "CpuTimes", "Machine", "PeakCache", "QuietPolicy", "QuietTimings",
            "Timing", "other_cores", "quiet_timings"]
@@ -187,9 +188,7 @@ class Machine:
         self.peaks = peaks or PeakCache()
 
     def host(self) -> str:
-        """This machine's :func:`tune_gym.records.host_id`."""
-        from tune_gym.records import host_id
-
+        """This machine's :func:`tune_gym.host.host_id`."""
         return host_id()
 
     def cpu_times(self) -> CpuTimes:

@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from tune_gym.host import host_cores
 from tune_gym.measure.quiet import CALIBRATION_N, Machine, QuietPolicy, quiet_timings
-from tune_gym.tasks.targets import host_cores
 from tune_gym.tasks.task import Task
 
 __all__ = ["Reference", "measure_reference", "reference_threads", "time_calibration", "time_torch"]
@@ -62,7 +62,7 @@ class Reference:
             what rewards are normalized by.
         method: how it was measured, for humans (library, threads, process, statistic).
         samples: GFLOPS of each timing.
-        host: :func:`tune_gym.records.host_id` of the machine that measured it.
+        host: :func:`tune_gym.host.host_id` of the machine that measured it.
         threads: the thread count of ``gflops`` (0: not recorded, a reference measured before
             thread counts were; :func:`reference_threads` reads it from ``method`` then).
         single_thread_gflops: the same op with one thread (``None``: not measured; equal to

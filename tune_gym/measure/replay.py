@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tune_gym.errors import TuneGymError
+from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import Config, KnobSpace
@@ -66,7 +67,7 @@ class ReplayTable:
         return out, np.flatnonzero(~found)
 
 
-class ReplayBackend:
+class ReplayBackend(Backend):
     """Serves recorded results. ``name = "replay"``.
 
     Args:

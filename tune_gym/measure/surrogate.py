@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from tune_gym.errors import TuneGymError
+from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
 from tune_gym.options import check_bool, check_int
@@ -394,7 +395,7 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- the backend
-class SurrogateBackend:
+class SurrogateBackend(Backend):
     """Answers any config of a task's space with a fitted :class:`SurrogateModel`.
     ``name = "surrogate"``.
 

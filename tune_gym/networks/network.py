@@ -92,7 +92,7 @@ class Network:
         ``compile_relax`` builds a network as slow as the untuned one: measured 2.81 vs
         0.21 ms for ``tiny`` with the same database, so it is not used.)
         """
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         tv = tvm()
         from tvm import relax
@@ -108,7 +108,7 @@ class Network:
 
     def applied(self, database: Any) -> list[str]:
         """Names of the kernels that ``database`` gives a schedule (what :meth:`compile` tunes)."""
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         tv = tvm()
         import tvm_ffi
@@ -121,13 +121,13 @@ class Network:
 
     def default_build(self) -> Any:
         """The network built by TVM without tuning records (``tvm.compile``'s default pipeline)."""
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         return tvm().compile(self.mod, target=self.target.tvm_target())
 
     def run(self, executable: Any) -> list[np.ndarray]:
         """The outputs of a built network on :attr:`inputs` (host CPU)."""
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         tv = tvm()
         vm = tv.relax.VirtualMachine(executable, tv.cpu())
@@ -163,7 +163,7 @@ def import_torch(model: Any, inputs: tuple[Any, ...]) -> Any:
     """The fused Relax module of a PyTorch module (eval mode) on example ``inputs`` (tensors)."""
     import torch
 
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     from tvm import relax
@@ -193,7 +193,7 @@ def import_network(model: str | Any, target: str | TargetSpec = "llvm", seed: in
             (``llvm`` only: weights marked ``layout_free_buffers``, re-laid out per schedule and
             pre-packed at compile time; see :mod:`tune_gym.tasks.prim_func`).
     """
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     spec = TargetSpec.coerce(target)
     if isinstance(model, str):
@@ -228,7 +228,7 @@ def import_network(model: str | Any, target: str | TargetSpec = "llvm", seed: in
 
 # ---------------------------------------------------------------------------- anchors
 def _blocks(mod: Any) -> list[Any]:
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     sch = tvm().s_tir.Schedule(mod)
     out, todo = [], [sch.get_sblock("root")]

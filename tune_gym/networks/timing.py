@@ -84,7 +84,7 @@ def metaschedule_tune(network: Any, trials: int, work_dir: str | Path, seed: int
 
     A database already in ``work_dir`` is extended (MetaSchedule's JSON database resumes).
     """
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     m = ms()
     work = Path(work_dir)
@@ -103,7 +103,7 @@ def metaschedule_tune(network: Any, trials: int, work_dir: str | Path, seed: int
 
 
 def _init_worker() -> None:
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     ms()
 

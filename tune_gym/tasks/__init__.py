@@ -11,7 +11,7 @@ A network's fused kernels are tasks too (:class:`PrimFuncTask`, ``tir://`` URIs,
 from tune_gym.tasks.ops import MAX_DIM, MAX_ELEMENTS, MAX_FLOPS, OPS, OpDef, get_op
 from tune_gym.tasks.prim_func import PrimFuncTask
 from tune_gym.tasks.suites import SUITES, Suite, SuiteTask, get_suite, suite_names, task_by_id
-from tune_gym.tasks.targets import MAX_CORES, TargetSpec, host_cores, host_cpu
+from tune_gym.tasks.targets import MAX_CORES, TargetSpec
 from tune_gym.tasks.task import Task
 
 __all__ = [
@@ -29,8 +29,6 @@ __all__ = [
     "Task",
     "get_op",
     "get_suite",
-    "host_cores",
-    "host_cpu",
     "suite_names",
     "task_by_id",
 ]

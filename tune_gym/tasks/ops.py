@@ -36,7 +36,7 @@ from typing import Any
 
 from tune_gym import kinds
 from tune_gym.errors import TaskError
-from tune_gym.tasks._checks import show
+from tune_gym.tasks.checks import show
 
 __all__ = ["MAX_DIM", "MAX_ELEMENTS", "MAX_FLOPS", "OPS", "Bound", "OpDef", "get_op"]
 

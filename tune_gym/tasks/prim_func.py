@@ -65,17 +65,17 @@ from pathlib import Path
 from typing import Any
 
 from tune_gym.errors import TaskError
-from tune_gym.tasks._checks import fields, show
+from tune_gym.locations import benchmarks_path
 from tune_gym.tasks._tir_json import GraphError, check_graph, strip_spans
+from tune_gym.tasks.checks import fields, show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_uri_scheme
 
-__all__ = ["FORMAT", "REPO_STORE", "PrimFuncTask", "digest_of", "lookup", "read_kernel", "register", "save",
-           "store_dirs", "write_kernel"]
+__all__ = ["FORMAT", "PrimFuncTask", "digest_of", "lookup", "read_kernel", "register", "repo_store",
+           "save", "store_dirs", "write_kernel"]
 
 _URI = re.compile(r"tir://(?P<name>[A-Za-z0-9_.]{1,200})/(?P<digest>[0-9a-f]{16})(?:\?(?P<query>.*))?",
                   re.ASCII | re.DOTALL)
-REPO_STORE = Path(__file__).resolve().parents[2] / "benchmarks" / "networks" / "tir"
 #: :attr:`PrimFuncTask.op` of every PrimFunc task.
 OP = "prim_func"
 
@@ -89,17 +89,22 @@ _CONVERT = "scripts/convert_tir_store.py"
 _registered: dict[str, tuple[str, Any]] = {}  # digest -> (name, IRModule)
 
 
+def repo_store() -> Path:
+    """The repository's kernels: ``benchmarks/networks/tir`` (:func:`tune_gym.locations.benchmarks_dir`)."""
+    return benchmarks_path("networks", "tir")
+
+
 def store_dirs() -> list[Path]:
     """Directories searched for ``<digest>.json`` kernels, in order; the last is the user store."""
     extra = [Path(p) for p in os.environ.get("TUNE_GYM_TIR", "").split(os.pathsep) if p]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tune_gym" / "tir"
-    return [*extra, REPO_STORE, cache]
+    return [*extra, repo_store(), cache]
 
 
 def _canonical(func_or_mod: Any) -> Any:
     """``IRModule({"main": func})`` with ``global_symbol`` ``main`` (the form that is tuned and
     that MetaSchedule's database is queried with)."""
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     if isinstance(func_or_mod, tv.IRModule):
@@ -169,7 +174,7 @@ def _encode(mod: Any) -> str:
     """The module's JSON graph without source locations, zlib-compressed, base64 (ASCII)."""
     from tvm_ffi.serialization import from_json_graph_str
 
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     graph = strip_spans(json.loads(tv.ir.save_json(mod)))
@@ -270,7 +275,7 @@ def _decode(graph: Any) -> Any:
     """The IRModule of a checked graph (:func:`check_graph`), if it is one PrimFunc named main."""
     from tvm_ffi.serialization import from_json_graph_str
 
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     text = json.dumps(check_graph(graph))  # what TVM parses is exactly what was checked
@@ -335,7 +340,7 @@ def _module(digest: str) -> Any:
 
 @functools.lru_cache(maxsize=512)
 def _signature(digest: str) -> tuple[tuple[tuple[int, ...], str], ...]:
-    from tune_gym._tvm import ms
+    from tune_gym.tvm_support import ms
 
     func = _module(digest)["main"]
     try:
@@ -452,7 +457,7 @@ def _layout_free(digest: str) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=512)
 def _flops(digest: str) -> int:
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     return max(1, int(tvm().s_tir.analysis.estimate_tir_flops(_module(digest))))
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from tune_gym import kinds
 from tune_gym.errors import TaskError
-from tune_gym.tasks._checks import show
+from tune_gym.tasks.checks import show
 from tune_gym.tasks.targets import TargetSpec
 from tune_gym.tasks.task import Task, register_id_resolver
 

@@ -5,7 +5,7 @@ kinds registered in :mod:`tune_gym.kinds` (not TVM targets; each names its own o
 ``-mcpu=native`` is *not* resolved by apache-tvm 0.27 and silently becomes ``generic``, which
 gives 5-10x slower kernels) and the core count from the OS. Both can be overridden, either in
 the task URI (``?target=llvm&mcpu=skylake-avx512&cores=4``) or by the environment variables
-``TUNE_GYM_MCPU`` / ``TUNE_GYM_CORES``.
+``TUNE_GYM_MCPU`` / ``TUNE_GYM_CORES`` (:mod:`tune_gym.host`).
 
 Target options, each at most once (anything else raises :class:`TaskError` naming the option,
 the value and what is accepted):
@@ -35,9 +35,6 @@ Integers are written in decimal digits (no sign, at most 9 digits) and stored ca
 
 from __future__ import annotations
 
-import difflib
-import functools
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,9 +42,11 @@ from typing import Any
 
 from tune_gym import kinds
 from tune_gym.errors import TaskError
-from tune_gym.tasks._checks import fields, pairs, show
+from tune_gym.host import MAX_CORES, check_cpu_name, host_cores, host_cpu
+from tune_gym.options import check_int_option
+from tune_gym.tasks.checks import fields, pairs, show
 
-__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "TargetSpec", "check_int_option", "host_cores", "host_cpu"]
+__all__ = ["CUDA_DEFAULTS", "INT_OPTIONS", "MAX_CORES", "TargetSpec", "check_int_option"]
 
 #: Device limits used for CUDA validity checking when no GPU is present (an sm_75 class GPU).
 CUDA_DEFAULTS: dict[str, Any] = {
@@ -57,8 +56,6 @@ CUDA_DEFAULTS: dict[str, Any] = {
     "thread_warp_size": 32,
 }
 
-#: Largest accepted ``cores`` option (and ``TUNE_GYM_CORES``).
-MAX_CORES = 1024
 #: Integer-valued options and their accepted ranges.
 INT_OPTIONS: dict[str, tuple[int, int]] = {
     "cores": (1, MAX_CORES),
@@ -69,51 +66,7 @@ INT_OPTIONS: dict[str, tuple[int, int]] = {
 _LLVM_OPTIONS = ("mcpu", "cores")
 _CUDA_OPTIONS = ("arch", "max_threads_per_block", "max_shared_memory_per_block")
 _OPTIONS = {"llvm": _LLVM_OPTIONS, "cuda": _CUDA_OPTIONS}
-_INT = re.compile(r"[0-9]{1,9}", re.ASCII)
-_CPU = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}", re.ASCII)
 _ARCH = re.compile(r"sm_([0-9]{2,3})[af]?", re.ASCII)
-#: Triples besides the host's whose CPU names ``mcpu`` accepts.
-_TRIPLES = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "armv7-unknown-linux-gnueabihf",
-            "riscv64-unknown-linux-gnu", "powerpc64le-unknown-linux-gnu")
-
-
-@functools.cache
-def _llvm_knows_cpu(name: str) -> bool:
-    from tvm.target import codegen
-
-    triples = (str(codegen.llvm_get_system_triple()), *_TRIPLES)
-    return any(bool(codegen.llvm_is_valid_cpu(name, triple)) for triple in triples)
-
-
-def _cpu_suggestions(name: str) -> str:
-    """A few host CPU names close to ``name`` (for error messages)."""
-    try:
-        from tvm.target import Target, codegen
-
-        target = Target("llvm")
-        with target:
-            names = [str(x) for x in codegen.llvm_get_cpu_archlist(target)]
-    except Exception:  # pragma: no cover - only makes the message shorter
-        return ""
-    close = difflib.get_close_matches(name, names, n=4) or names[:4]
-    return f"; e.g. {', '.join(close)}" if close else ""
-
-
-def _check_mcpu(value: str, where: str) -> str:
-    if value == "native":
-        raise TaskError(f"{where}='native' is not resolved by TVM (it becomes 'generic'); "
-                        "leave mcpu out to get the host CPU")
-    if not _CPU.fullmatch(value) or not _llvm_knows_cpu(value):
-        raise TaskError(f"{where}={show(value)} is not a CPU name LLVM knows; accepted: a name from "
-                        f"`llc -mcpu=help`{_cpu_suggestions(value)}")
-    return value
-
-
-def check_int_option(value: str, where: str, lo: int, hi: int) -> str:
-    """``value`` as a canonical decimal integer in ``[lo, hi]``; a TaskError starting with ``where``."""
-    if not _INT.fullmatch(value) or not lo <= int(value) <= hi:
-        raise TaskError(f"{where}={show(value)} out of range; accepted: an integer in [{lo}, {hi}]")
-    return str(int(value))
 
 
 def _check_arch(value: str, where: str) -> str:
@@ -131,7 +84,7 @@ def _check_option(kind: kinds.TaskKind | None, name: str, key: str, value: str) 
         opt = next(o for o in kind.options if o.name == key)
         return str(kinds.load(opt.check)(value, where))
     if key == "mcpu":
-        return _check_mcpu(value, where)
+        return check_cpu_name(value, where)
     if key == "arch":
         return _check_arch(value, where)
     lo, hi = INT_OPTIONS[key]
@@ -146,31 +99,6 @@ def _kind_options(kind: kinds.TaskKind, opts: Mapping[str, str]) -> dict[str, An
         if value is not None:
             out[opt.name] = int(value) if isinstance(opt.default, int) else value
     return out
-
-
-@functools.cache
-def host_cpu() -> str:
-    """The host CPU name as LLVM knows it (``znver3``, ``skylake-avx512``, ...)."""
-    if os.environ.get("TUNE_GYM_MCPU"):
-        return _check_mcpu(os.environ["TUNE_GYM_MCPU"], "environment variable TUNE_GYM_MCPU")
-    from tvm.target import codegen
-
-    return str(codegen.llvm_get_system_cpu())
-
-
-@functools.cache
-def host_cores() -> int:
-    """Physical cores available to this process (``TUNE_GYM_CORES`` overrides)."""
-    if os.environ.get("TUNE_GYM_CORES"):
-        cores = check_int_option(os.environ["TUNE_GYM_CORES"], "environment variable TUNE_GYM_CORES", 1, MAX_CORES)
-        return int(cores)
-    try:
-        import psutil
-
-        physical = psutil.cpu_count(logical=False) or 0
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        physical = 0
-    return max(1, min(physical or os.cpu_count() or 1, len(os.sched_getaffinity(0))))
 
 
 @dataclass(frozen=True)
@@ -255,7 +183,7 @@ class TargetSpec:
         kind = kinds.get_kind(self.kind)
         if kind is not None:
             raise TaskError(f"target {kind.name} {kind.no_tvm_target}")
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         return tvm().target.Target(self.resolved())
 

@@ -65,7 +65,7 @@ from typing import Any
 
 from tune_gym import kinds
 from tune_gym.errors import TaskError
-from tune_gym.tasks._checks import fields, pairs, show
+from tune_gym.tasks.checks import fields, pairs, show
 from tune_gym.tasks.ops import MAX_DIM, OpDef, get_op
 from tune_gym.tasks.targets import TargetSpec
 
@@ -317,7 +317,7 @@ class Task:
 
     def tensors(self) -> list[Any]:
         """TE tensors ``[inputs..., output]``."""
-        from tune_gym._tvm import tvm
+        from tune_gym.tvm_support import tvm
 
         tvm()
         return self.opdef.build(self.param_dict, self.dtype)
@@ -340,7 +340,7 @@ class Task:
 
 @functools.lru_cache(maxsize=256)
 def _ir_module(task: Task) -> Any:
-    from tune_gym._tvm import tvm
+    from tune_gym.tvm_support import tvm
 
     tv = tvm()
     func = tv.te.create_prim_func(task.tensors())

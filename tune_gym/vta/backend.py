@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
 from tune_gym.options import OptionError, check_float, check_int
@@ -39,7 +40,7 @@ __all__ = ["OPTIONS", "VTASimBackend"]
 OPTIONS = tuple(f.name for f in fields(VTATiming))
 
 
-class VTASimBackend:
+class VTASimBackend(Backend):
     """Simulated VTA measurements (see the module docstring).
 
     Args:
@@ -83,8 +84,8 @@ class VTASimBackend:
                                      extra=est.to_json()))
         return out
 
-    def reference(self, task: Task) -> Reference:
-        """The simulated peak of the task's hardware: every cycle one GEMM op."""
+    def reference(self, task: Task, preset: str | None = None) -> Reference:
+        """The simulated peak of the task's hardware: every cycle one GEMM op (the same for every preset)."""
         hw = VTAHardware.from_target(task.target)
         peak = 2 * hw.macs_per_cycle * self.timing.clock_mhz * 1e6 / 1e9
         method = (f"simulated VTA peak: 2 x {hw.macs_per_cycle} ops per cycle ({'x'.join(map(str, hw.gemm_shape))} "
