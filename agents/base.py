@@ -202,6 +202,18 @@ def on_request_agents() -> tuple[str, ...]:
     return tuple(sorted(_ON_REQUEST))
 
 
+def agent_classes() -> dict[str, tuple[str, str]]:
+    """``{agent id: ("module:Class", description)}`` of every available agent, on-request ones
+    included (the documentation site makes a page of each)."""
+    list_agents()
+    for agent_id in _ON_REQUEST:
+        try:
+            _import(agent_id)
+        except ImportError as err:
+            _UNAVAILABLE[agent_id] = str(err)
+    return dict(sorted(_REGISTRY.items()))
+
+
 def unavailable_agents() -> dict[str, str]:
     """``{agent id: why it cannot be imported}`` of built-in agents missing a dependency."""
     list_agents()

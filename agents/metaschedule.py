@@ -102,9 +102,14 @@ class MetaScheduleAgent(Agent):
 
     Args:
         plan_size: candidates per search iteration (``tune_tir``'s ``num_trials_per_iter``, 64).
-        population_size, init_measured_ratio, init_min_unmeasured, max_fail_count,
-            genetic_num_iters, genetic_mutate_prob, genetic_max_fail_count, eps_greedy:
-            ``EvolutionarySearch``'s (512, 0.2, 50, 5, 4, 0.85, 10, 0.05).
+        population_size: ``EvolutionarySearch``'s initial population of traces (512).
+        init_measured_ratio: its share of that population taken from the best measured (0.2).
+        init_min_unmeasured: its least number of traces replayed with fresh random decisions (50).
+        max_fail_count: its failed sampling rounds allowed (5).
+        genetic_num_iters: its generations of mutation (4).
+        genetic_mutate_prob: its probability of mutating a drawn trace (0.85).
+        genetic_max_fail_count: its tries per mutation (10).
+        eps_greedy: its share of each batch taken from random members of the initial population (0.05).
         num_warmup_samples: measurements before the cost model's scores are used (``XGBModel``: 100).
         num_threads: threads of the search and the feature extraction (1, reproducible; TVM: all
             physical cores, not reproducible).

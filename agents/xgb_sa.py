@@ -148,7 +148,7 @@ class XGBTransferAgent(XGBSAAgent):
     the same things, which is what AutoTVM's "knob" features assume. ``"itervar"``
     (AutoTVM's default; one layout covering the sources and this task) and ``"loop"`` also
     work but cost milliseconds per config (see :mod:`agents.xgb_sa`), on every source
-    record too.
+    record too. Its other options are :class:`XGBSAAgent`'s.
 
     Args:
         records: record files (JSONL, :mod:`tune_gym.records`) or datasets (``.parquet``,
@@ -157,7 +157,6 @@ class XGBTransferAgent(XGBSAAgent):
             the catalog grows, so does the transfer: list files for a reproducible benchmark).
             Only records of other tasks of the same op and target are used.
         min_seed_records: AutoTVM's ``min_seed_records`` (500).
-        Other arguments as :class:`XGBSAAgent`.
     """
 
     def __init__(self, records: str | Path | Sequence[str | Path] = (), min_seed_records: int = 500,

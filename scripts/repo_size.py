@@ -2,13 +2,13 @@
 
 A clone checks out every tracked file, so what is committed must stay small enough to clone
 and to host: data goes in as compact binary files (Parquet datasets and packed benchmark
-results), not as text dumps. Budgets (stated in the README, checked by
+results), not as text dumps. Budgets (stated in docs/benchmarking.md, checked by
 ``tests/test_repo_size.py`` and so by CI):
 
 * all tracked files together: :data:`BUDGET_MIB` MiB. After the leaderboard results were
   packed the checkout is about 55 MiB; the budget leaves room for the external suite's packed
   results at 25 seeds (about 33 MiB, estimated from its first runs) and a little more. Data
-  that would not fit is a decision: raise the budget here and in the README in the same commit,
+  that would not fit is a decision: raise the budget here and in docs/benchmarking.md in the same commit,
   saying why;
 * any one file: :data:`FILE_BUDGET_MIB` MiB, below the 50 MB at which GitHub warns (it refuses
   100 MB).

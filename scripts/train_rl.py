@@ -33,7 +33,7 @@ best GFLOPS found within the budget over the task's optimum, mean and 95% band o
 (:func:`benchmarks.leaderboard.significance.paired_test`). It writes ``rl_eval.json``,
 ``rl_eval.md`` and ``rl_eval.png`` under ``--out`` (``benchmarks/results/rl``).
 
-Determinism: a seed fixes the run (one PyTorch thread, CPU). Speed: see README, section RL.
+Determinism: a seed fixes the run (one PyTorch thread, CPU). Speed: see docs/environments.md, "RL across tasks".
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ class JsonlAppender:
 
     Raises:
         ``error(...)``: ``path`` is a directory or cannot be opened, another appender holds its
-        lock, or it is not a JSON Lines file.
+            lock, or it is not a JSON Lines file.
     """
 
     def __init__(self, path: str | os.PathLike[str], *,

@@ -149,7 +149,7 @@ def _medium_rules(kind: str) -> list[Any]:
     AVX2/AVX-512 vectors (16-64 floats). With a third spatial level instead ("SSRS") the
     batch_matmul spaces have 54k+ configs; with a limit of 16 or 32 every dense space has
     fewer than 5k. These spaces have 5k-20k configs on 37 of the 96 CPU suite tasks, over
-    conv2d, dense, depthwise conv2d and batch_matmul (README, "Knob spaces").
+    conv2d, dense, depthwise conv2d and batch_matmul (docs/tasks.md, "Knob spaces").
     """
     if kind != "llvm":
         raise SpaceError(f"the medium preset has CPU (llvm) rules only, not {kind}; use compact or full")

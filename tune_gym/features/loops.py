@@ -43,7 +43,7 @@ config) in one process-wide cache shared by every encoder.
 Example:
     >>> space = KnobSpace.for_task(Task.parse("resnet18:1"), "compact")
     >>> nest = loop_nest(space, space.config(0))
-    >>> [(loop.name, loop.length, ANNOTATIONS[loop.ann]) for loop in nest.loops][:2]
+    >>> [(loop.name, loop.length, ANNOTATIONS[loop.ann]) for loop in nest.loops[:2]]
 """
 
 from __future__ import annotations
