@@ -108,7 +108,8 @@ def agent_markdown(agent_id: str, target: str, description: str) -> str:
         lines += [f"| `{name}` | {default.replace('|', '&#124;')} |" for name, default in options]
         lines.append("")
     lines += ["## Method", "", f"::: {module}", "    options:", "      members: false",
-              "      show_root_heading: false", "", "## Class", "", f"::: {module}.{attr}", "    options:",
+              "      show_root_heading: false", "      show_root_toc_entry: false", "",
+              "## Class", "", f"::: {module}.{attr}", "    options:",
               "      members: false", "      show_root_heading: true", ""]
     return "\n".join(lines)
 

@@ -56,19 +56,19 @@ def test_medium_configs_apply_and_build(tid):
     assert tvm().compile(mod, target=medium.target) is not None
 
 
-def test_collection_plan_covers_four_ops_in_range_and_matches_readme():
+def test_collection_plan_covers_four_ops_in_range_and_matches_the_datasets_page():
     tasks = medium_tasks()
     ops = {Task.parse(t).uri.split("/")[2].rsplit("-", 1)[0] for t in tasks}
     assert ops == {"conv2d_nchw", "dense", "batch_matmul", "depthwise_conv2d_nchw"}
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "datasets.md").read_text()
     total = 0
     for tid in tasks:
         size = space(tid).size
         assert 5_000 <= size <= 20_000, (tid, size)
-        row = re.search(rf"^\| {re.escape(tid)} \|.*\| ([\d,]+) \| [\d.]+ \|$", readme, re.MULTILINE)
+        row = re.search(rf"^\| {re.escape(tid)} \|.*\| ([\d,]+) \| [\d.]+ \|$", page, re.MULTILINE)
         assert row and int(row.group(1).replace(",", "")) == size, (tid, size)
         total += size
-    assert re.search(rf"^\| total \|.*\| {total:,} \| {total * 0.4 / 3600:.2f} \|$", readme, re.MULTILINE)
+    assert re.search(rf"^\| total \|.*\| {total:,} \| {total * 0.4 / 3600:.2f} \|$", page, re.MULTILINE)
 
 
 def test_medium_is_cpu_only_and_unknown_presets_are_refused():
@@ -92,7 +92,7 @@ def test_recorded_space_and_cli_accept_medium(capsys):
         main(["space", "bert_base:0", "--preset", "large"])
 
 
-def test_readme_presets_line_names_every_preset():
-    readme = (ROOT / "README.md").read_text()
-    sentence = readme[readme.index("Presets: `full`"):].split("shows the knobs")[0]
+def test_docs_presets_line_names_every_preset():
+    page = (ROOT / "docs" / "tasks.md").read_text()
+    sentence = page[page.index("Presets: `full`"):].split("shows the knobs")[0]
     assert all(f"`{name}` (" in sentence for name in PRESETS)
