@@ -103,8 +103,8 @@ def agent_markdown(agent_id: str, target: str, description: str) -> str:
              f"`tune-gym tune TASK --agent {agent_id} -o KEY=VALUE`, or `make_agent({agent_id!r}, **options)`.", ""]
     options = option_defaults(cls)
     if options:
-        lines += ["## Options", "", "Defaults as the constructor declares them (the paper's settings unless "
-                  "the text below says otherwise).", "", "| option | default |", "|---|---|"]
+        lines += ["## Options", "", "Defaults as the constructor declares them.",
+                  "", "| option | default |", "|---|---|"]
         lines += [f"| `{name}` | {default.replace('|', '&#124;')} |" for name, default in options]
         lines.append("")
     lines += ["## Method", "", f"::: {module}", "    options:", "      members: false",
