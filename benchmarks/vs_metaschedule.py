@@ -12,7 +12,7 @@ trial of each tuner and the command::
 
 Best-so-far figures taken during a run carry that moment's noise (another process, a clock
 change). ``--retime DIR ...`` takes the best kernel of every tuner of finished runs (their
-``--out`` folders; MetaSchedule's needs ``--work-dir``, where its database was kept) and times
+``--out`` folders, where MetaSchedule's best record is kept as a one-record database) and times
 them again, together, in one process: ``--rounds`` rounds, each timing every kernel once in a
 seeded random order, each kernel's figure the median over rounds. Only an idle machine gives
 figures worth writing down::
@@ -56,8 +56,23 @@ def _init_worker() -> None:
     ms()
 
 
-def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path) -> dict[str, Any]:
-    """Tune with MetaSchedule's ``tune_tir``; best GFLOPS after each trial, in order."""
+#: The folder of a run's ``--out`` that keeps MetaSchedule's best record, as a one-record JSON database.
+BEST_DB = "tune_tir_best"
+
+
+def keep_best(work_dir: Path, gflops: list[float], out: Path) -> None:
+    """Write MetaSchedule's best record of ``work_dir`` (the fastest of ``gflops``, one per record
+    in order) to ``out`` as a JSON database of its own: kilobytes, against megabytes for the whole
+    run, and enough to rebuild the best kernel (``--retime``)."""
+    lines = [line for line in (work_dir / "database_tuning_record.json").read_text().splitlines() if line.strip()]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "database_workload.json").write_text((work_dir / "database_workload.json").read_text())
+    (out / "database_tuning_record.json").write_text(lines[int(np.argmax(gflops))] + "\n")
+
+
+def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path, keep: Path | None = None) -> dict[str, Any]:
+    """Tune with MetaSchedule's ``tune_tir``; best GFLOPS after each trial, in order. With ``keep``,
+    the best record is kept there (:func:`keep_best`)."""
     from tune_gym.tvm_support import ms
 
     m = ms()
@@ -82,6 +97,8 @@ def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path) -> dict
     for rec in records:  # [workload index, [trace, run_secs, target, args_info]]; failures cost 1e10 s
         costs = [float(c) for c in rec[1][1] if float(c) < 1e9]
         gflops.append(float(task.flops / np.mean(costs) / 1e9) if costs else 0.0)
+    if keep is not None and gflops:
+        keep_best(work_dir, gflops, keep)
     return {"best_so_far": np.maximum.accumulate(gflops).tolist() if gflops else [], "seconds": seconds,
             "trials": len(gflops)}
 
@@ -110,9 +127,9 @@ def best_schedules(run_dir: Path) -> tuple[Task, dict[str, Any]]:
     schedules: dict[str, Any] = {}
     for name in summary["runs"]:
         if name == TUNE_TIR:
-            work = summary.get("work_dir")
-            if not work or not (Path(work) / "database_tuning_record.json").exists():
-                print(f"{run_dir}: MetaSchedule's database was not kept (run with --work-dir); not re-timed")
+            work = run_dir / BEST_DB
+            if not (work / "database_tuning_record.json").exists():
+                print(f"{run_dir}: MetaSchedule's best record was not kept ({BEST_DB}/); not re-timed")
                 continue
             database = ms().database.JSONDatabase(work_dir=work)
             schedules[name] = ms().tir_integration.compile_tir(database, task.ir_module(), task.target.tvm_target())
@@ -176,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="re-time the best kernels of finished runs (their --out folders) and stop")
     parser.add_argument("--rounds", type=int, default=5, help="with --retime: timing rounds (median)")
     parser.add_argument("--work-dir", type=Path, default=None,
-                        help="keep MetaSchedule's database here (its best schedule can be re-timed later); "
-                             "default: a temporary folder")
+                        help="keep MetaSchedule's whole database here (default: a temporary folder; its best "
+                             "record is kept in the --out folder either way)")
     args = parser.parse_args(argv)
     if args.retime:
         rows = retime(args.retime, args.rounds, args.seed)
@@ -207,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"MetaSchedule tune_tir: {budget} trials ...", flush=True)
         if args.work_dir is not None:
             args.work_dir.mkdir(parents=True, exist_ok=True)
-            runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, args.work_dir)
+            runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, args.work_dir, args.out / BEST_DB)
         else:
             with tempfile.TemporaryDirectory() as work:
-                runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, Path(work))
+                runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, Path(work), args.out / BEST_DB)
         print(f"  best {runs[TUNE_TIR]['best_so_far'][-1]:.2f} GFLOPS in "
               f"{runs[TUNE_TIR]['seconds']:.0f} s", flush=True)
 
@@ -242,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "summary.json").write_text(json.dumps(
         {"task": task.uri, "reference": reference.to_json() if reference else None, "host": host_fingerprint(),
          "runs": runs,
-         "seed": args.seed, "work_dir": None if args.work_dir is None else str(args.work_dir.resolve())}, indent=1))
+         "seed": args.seed}, indent=1))
     print(text)
     return 0
 
