@@ -4,12 +4,14 @@ holds nothing of the task's optimum."""
 
 from __future__ import annotations
 
+import itertools
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import tune_gym  # noqa: F401  (registers the envs)
-from tune_gym.envs.canonical import N_SLOTS, NVEC, nearest_choices, pad_tables
+from tune_gym.envs.canonical import N_SLOTS, NVEC, CanonicalCodec, nearest_choices, pad_tables
 from tune_gym.envs.multi_task import MultiTuneEnv
 
 _OFFSETS = np.concatenate([[0], np.cumsum(NVEC)])
@@ -43,16 +45,34 @@ def l1_nearest(codec, rows: np.ndarray) -> np.ndarray:
     return codec.space.check_table(out)
 
 
+def nested_splits_codec() -> CanonicalCodec:
+    """A codec whose knobs have 3, 2 and 1 slots (four- and three-factor splits, an unroll
+    step), as a ``full``-preset space has."""
+    from tune_gym.space import RecordedSpace
+
+    four = [list(c) for c in itertools.product([1, 2, 4, 8], repeat=4) if np.prod(c) == 64]
+    three = [list(c) for c in itertools.product([1, 3, 9], repeat=3) if np.prod(c) == 9]
+    space = RecordedSpace({"task": "resnet18:7", "preset": "full", "active": [[0, 1, 2]],
+                           "knobs": [["tile_x", "split", four], ["tile_y", "split", three],
+                                     ["auto_unroll_max_step", "categorical", [0, 16, 64]]]})
+    return CanonicalCodec(space)
+
+
 def test_decode_is_the_l1_nearest_choice_on_any_row_and_across_tasks_at_once(every_task):
     """Rows anywhere in range (not only masked ones) decode as the per-knob definition says,
-    per codec and all tasks' rows in one call (each row with its task's tables)."""
+    per codec and all tasks' rows in one call (each row with its task's tables), on every
+    exhaustive task and on a space of nested (multi-slot) splits."""
+    codecs = [*every_task.codecs, nested_splits_codec()]
+    assert [len(k.slots) for k in codecs[-1]._knobs] == [3, 2, 1]
     rng = np.random.default_rng(0)
-    rows = rng.integers(0, NVEC, size=(len(every_task.codecs), 40, N_SLOTS))
-    for t, codec in enumerate(every_task.codecs):
+    rows = rng.integers(0, NVEC, size=(len(codecs), 40, N_SLOTS))
+    for t, codec in enumerate(codecs):
         np.testing.assert_array_equal(codec.decode(rows[t]), l1_nearest(codec, rows[t]), err_msg=codec.space.task.uri)
-    slot_index, values = pad_tables([codec.tables for codec in every_task.codecs])
+        configs = codec.decode(rows[t])
+        np.testing.assert_array_equal(codec.decode(codec.encode(configs)), configs)
+    slot_index, values = pad_tables([codec.tables for codec in codecs])
     together = nearest_choices(rows, slot_index[:, None], values[:, None])
-    for t, codec in enumerate(every_task.codecs):
+    for t, codec in enumerate(codecs):
         k = codec.space.n_knobs
         np.testing.assert_array_equal(codec.space.check_table(together[t, :, :k]), codec.decode(rows[t]))
 

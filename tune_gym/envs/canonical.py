@@ -174,11 +174,12 @@ class CanonicalCodec:
 
     @property
     def tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """The codec as arrays (what :func:`nearest_choices` and :func:`encode_choices` take):
-        ``slot_index`` ``(n_knobs, MAX_LEVELS)``, each knob's slots (:data:`N_SLOTS`, a column of
-        zeros, where a knob has fewer), and ``choice_values`` ``(n_knobs, n_choices,
-        MAX_LEVELS)``, each choice's values there (:data:`_FAR` for the choices past a knob's
-        last, so the arrays of knobs, and of tasks, stack to one shape)."""
+        """The codec as arrays (what :func:`nearest_choices` and :func:`encode_choices` take),
+        level by level (a knob's ``l``-th slot; ``n_levels`` is the most slots a knob has):
+        ``slot_index`` ``(n_levels, n_knobs)``, each knob's slots (:data:`N_SLOTS`, a column of
+        zeros, where a knob has fewer), and ``choice_values`` ``(n_levels, n_knobs,
+        n_choices)`` int32, each choice's values there (:data:`_FAR` for the choices past a
+        knob's last), so the arrays of knobs, and of tasks, stack to one shape."""
         return self._slot_index, self._choice_values
 
 
@@ -190,48 +191,52 @@ _FAR = 1 << 20
 def _padded_knobs(knobs: list[_KnobSlots], n_knobs: int) -> tuple[np.ndarray, np.ndarray]:
     """:attr:`CanonicalCodec.tables` of a codec's knobs (in the space's knob order)."""
     n_choices = max((len(k.values) for k in knobs), default=1)
-    slot_index = np.full((n_knobs, MAX_LEVELS), N_SLOTS, dtype=np.int64)
-    values = np.full((n_knobs, n_choices, MAX_LEVELS), 0, dtype=np.int64)
+    n_levels = max((len(k.slots) for k in knobs), default=1)
+    slot_index = np.full((n_levels, n_knobs), N_SLOTS, dtype=np.int64)
+    values = np.zeros((n_levels, n_knobs, n_choices), dtype=np.int32)
     for k in knobs:
-        slot_index[k.knob, :len(k.slots)] = k.slots
-        values[k.knob, :, :len(k.slots)] = np.pad(k.values, ((0, n_choices - len(k.values)), (0, 0)),
-                                                  constant_values=_FAR)
+        slot_index[:len(k.slots), k.knob] = k.slots
+        values[:len(k.slots), k.knob] = np.pad(k.values.T, ((0, 0), (0, n_choices - len(k.values))),
+                                               constant_values=_FAR)
     return slot_index, values
 
 
 def pad_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Several codecs' :attr:`~CanonicalCodec.tables` stacked to ``(n_codecs, knobs, ...)``:
-    missing knobs take slot :data:`N_SLOTS` and one choice (index 0), missing choices
+    """Several codecs' :attr:`~CanonicalCodec.tables` stacked to ``(n_codecs, levels, knobs,
+    ...)``: missing knobs and levels take slot :data:`N_SLOTS` and choice 0, missing choices
     :data:`_FAR`."""
-    n_knobs = max(index.shape[0] for index, _ in tables)
-    n_choices = max(values.shape[1] for _, values in tables)
-    slot_index = np.full((len(tables), n_knobs, MAX_LEVELS), N_SLOTS, dtype=np.int64)
-    values = np.full((len(tables), n_knobs, n_choices, MAX_LEVELS), _FAR, dtype=np.int64)
-    values[:, :, 0, :] = 0  # a missing knob: choice 0
+    n_levels = max(index.shape[0] for index, _ in tables)
+    n_knobs = max(index.shape[1] for index, _ in tables)
+    n_choices = max(values.shape[2] for _, values in tables)
+    slot_index = np.full((len(tables), n_levels, n_knobs), N_SLOTS, dtype=np.int64)
+    values = np.full((len(tables), n_levels, n_knobs, n_choices), _FAR, dtype=np.int32)
+    values[..., 0] = 0  # a missing knob or level: choice 0, at distance 0
     for t, (index, vals) in enumerate(tables):
-        slot_index[t, :index.shape[0]] = index
-        values[t, :vals.shape[0], :vals.shape[1]] = vals
+        levels, knobs, choices = vals.shape
+        slot_index[t, :levels, :knobs] = index
+        values[t, :levels, :knobs, :choices] = vals
+        values[t, levels:, :knobs] = 0  # levels no knob of this codec has: no distance
     return slot_index, values
 
 
 def nearest_choices(rows: np.ndarray, slot_index: np.ndarray, choice_values: np.ndarray) -> np.ndarray:
     """Per knob, the index of the choice nearest canonical ``rows`` (L1 over the knob's slots,
-    ties to the lower index), as one array operation.
+    ties to the lower index), as a few array operations (one per level).
 
-    ``rows`` is ``(..., N_SLOTS)`` int64; ``slot_index`` and ``choice_values`` are a codec's
+    ``rows`` is ``(..., N_SLOTS)`` int; ``slot_index`` and ``choice_values`` are a codec's
     :attr:`~CanonicalCodec.tables` (the same for every row), or per-row ones with leading
     dimensions that broadcast against the rows' (a vector env's ``(num_envs, 1, ...)``: each
-    sub-env's task's tables for its ``batch_size`` rows). Returns
-    ``(..., n_knobs)`` int64 (not canonical: :meth:`KnobSpace.check_table` makes it so)."""
-    lead = rows.shape[:-1]
-    wide = np.zeros((*lead, N_SLOTS + 1), dtype=np.int64)
+    sub-env's task's tables for its ``batch_size`` rows). Returns ``(..., n_knobs)`` int64 (not
+    canonical: :meth:`KnobSpace.check_table` makes it so)."""
+    wide = np.zeros((*rows.shape[:-1], N_SLOTS + 1), dtype=np.int32)
     wide[..., :N_SLOTS] = rows
-    if slot_index.ndim == 2:  # one codec for all rows
-        picked = wide[..., slot_index]  # (..., knobs, levels)
-    else:
-        flat = slot_index.reshape(*slot_index.shape[:-2], -1)  # leading dims broadcast against the rows'
-        picked = np.take_along_axis(wide, flat, axis=-1).reshape(*lead, *slot_index.shape[-2:])
-    distance = np.abs(picked[..., None, :] - choice_values).sum(axis=-1)  # (..., knobs, choices)
+    distance = None
+    for level in range(slot_index.shape[-2]):
+        index = slot_index[..., level, :]
+        picked = wide[..., index] if index.ndim == 1 else np.take_along_axis(wide, index, axis=-1)
+        term = np.abs(picked[..., None] - choice_values[..., level, :, :])  # (..., knobs, choices)
+        distance = term if distance is None else distance + term
+    assert distance is not None
     return distance.argmin(axis=-1)
 
 
@@ -239,7 +244,7 @@ def encode_choices(configs: np.ndarray, slot_index: np.ndarray, choice_values: n
     """Configs ``(n, n_knobs)`` -> canonical rows ``(n, N_SLOTS)`` with one codec's
     :attr:`~CanonicalCodec.tables` (padding slots 0)."""
     n, n_knobs = configs.shape
-    values = choice_values[np.arange(n_knobs), configs]  # (n, knobs, levels)
     wide = np.zeros((n, N_SLOTS + 1), dtype=np.int64)
-    wide[:, slot_index] = values
+    for level in range(slot_index.shape[0]):
+        wide[:, slot_index[level]] = choice_values[level, np.arange(n_knobs), configs]
     return wide[:, :N_SLOTS]
