@@ -26,8 +26,8 @@ values the sub-env's task allows, a pool per task drawn before the clock starts)
 7. its native vector env of ``--num-envs`` sub-envs (:mod:`tune_gym.envs.multi_vector`);
 8. SB3 PPO and sb3-contrib MaskablePPO (``MlpPolicy``, the settings of ``scripts/train_rl.py``:
    ``--multi-envs`` sub-envs, episodes of ``budget / batch`` steps, rollouts of 4 episodes,
-   minibatch 256, 4 epochs, net 256 x 256) learning on the native vector env: env steps per
-   second of ``learn()``, updates included.
+   minibatch 256, 4 epochs, net 256 x 256, PyTorch's distribution checks off) learning on the
+   native vector env: env steps per second of ``learn()``, updates included.
 
 Rates are env steps per second, summed over the sub-envs of a vector env (one vector step of
 64 sub-envs is 64 env steps); rows 1-4 are the median of ``--repeats`` timed repeats after a
@@ -193,6 +193,7 @@ def multi_ppo_rate(algo: str, options: dict[str, Any], args: argparse.Namespace)
     ``MultiTune-v0`` native vector env, with ``scripts/train_rl.py``'s settings."""
     import torch
 
+    from agents.rl import unchecked_distributions
     from agents.rl_policy import algo_class
     from tune_gym.envs.multi_vector import MultiTuneVectorEnv
     from tune_gym.envs.sb3 import SB3VecEnv
@@ -204,9 +205,10 @@ def multi_ppo_rate(algo: str, options: dict[str, Any], args: argparse.Namespace)
     n_steps = 4 * horizon
     model = algo_class(algo)("MlpPolicy", venv, n_steps=n_steps, batch_size=256, n_epochs=4, seed=args.seed,
                              device="cpu", policy_kwargs={"net_arch": [256, 256]})
-    model.learn(n * n_steps)  # warm-up: one rollout and update
-    wall, cpu = time.perf_counter(), time.process_time()
-    model.learn(args.ppo_steps, reset_num_timesteps=False)
+    with unchecked_distributions():  # as scripts/train_rl.py trains
+        model.learn(n * n_steps)  # warm-up: one rollout and update
+        wall, cpu = time.perf_counter(), time.process_time()
+        model.learn(args.ppo_steps, reset_num_timesteps=False)
     done = model.num_timesteps - n * n_steps
     rate = done / (time.perf_counter() - wall)
     venv.close()
