@@ -5,8 +5,13 @@
 observations, rewards, terminations, truncations, lean ``info``, ``task_index`` and
 ``action_mask``), each on its own task. Each task of the set has one replay engine, a
 :class:`~tune_gym.envs.tune_vector.TuneVectorEnv` over all N sub-envs, of which it steps only
-those currently on its task; a step decodes every sub-env's canonical rows with its task's
-:class:`~tune_gym.envs.canonical.CanonicalCodec` and runs each task's sub-envs together.
+those currently on its task. A step decodes every sub-env's canonical rows at once, each with
+its task's codec tables (:func:`~tune_gym.envs.canonical.nearest_choices` over the tasks'
+stacked :attr:`~tune_gym.envs.canonical.CanonicalCodec.tables`), then runs each task's sub-envs
+together in its engine. The engines share their per-sub-env state arrays (best, trials, last
+batch, ...), so the observation and ``info`` read them without gathering; what is constant per
+task (masks, task features, the canonical row of every recorded config) is made once and
+looked up by each sub-env's task.
 
 Tasks: the vector env draws each sub-env's task at every (auto)reset from one generator,
 seeded by ``reset(seed=...)`` (an int, or a list of per-sub-env seeds, used together as the
