@@ -256,8 +256,9 @@ def observation(task_obs: np.ndarray, best_row: np.ndarray, last_rows: np.ndarra
     out[..., :f] = task_obs
     out[..., f:rows] = np.asarray(best_row) / _ROW_SCALE
     out[..., rows:tail] = (last_rows / _ROW_SCALE).reshape(*lead, b * N_SLOTS)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        relative = np.where(np.asarray(last_valid) > 0, np.asarray(last_gflops) / best[..., None], 0.0)
+    last_gflops = np.asarray(last_gflops, dtype=np.float64)
+    ran = (np.asarray(last_valid) > 0) & (best[..., None] > 0)
+    relative = np.divide(last_gflops, best[..., None], out=np.zeros_like(last_gflops), where=ran)
     out[..., tail:tail + b] = np.clip(relative, 0.0, 1.0)
     out[..., tail + b:tail + 2 * b] = last_valid
     out[..., tail + 2 * b] = np.minimum(np.log2(1.0 + np.maximum(best, 0.0)) / GFLOPS_LOG_SCALE, 1.0)
