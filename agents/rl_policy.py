@@ -9,13 +9,11 @@ same runner, replay data and metrics as the search agents.
 
 What the policy sees is rebuilt from what the agent observed, exactly as ``MultiTune-v0`` builds
 it (:func:`tune_gym.envs.multi_task.observation`): the task's features, the best config so far
-and the last batch in canonical values, the last batch's throughputs over the reference and
-which ran, the best throughput and the fraction of the budget used. The reference is the one
-the policy was trained with: ``reward_norm="optimum"`` (the default of training) is the task's
-best known GFLOPS, read from its exhaustive dataset in the catalog, so the policy observes how
-close it is to the optimum, as it did in training (information a search agent does not get; a
-task without an exhaustive dataset is declined). ``budget`` (default: the training budget)
-sets the budget fraction the policy sees.
+and the last batch in canonical values, the last batch's GFLOPS over the best measured so far
+and which ran, the best GFLOPS on a fixed log scale and the fraction of the budget used; all of
+it known while tuning, so the policy needs nothing a search agent does not have (no reference,
+no optimum) and runs on any task the canonical encoding holds. ``budget`` (default: the
+training budget) sets the budget fraction the policy sees.
 
 Each ``propose(n)`` samples the policy (with the agent's seed) and decodes its rows into the
 task's configs (:class:`~tune_gym.envs.canonical.CanonicalCodec`); configs proposed before are
@@ -38,8 +36,7 @@ import numpy as np
 
 from agents.base import Agent, NotApplicable, register
 from tune_gym.envs.canonical import N_SLOTS, CanonicalCodec
-from tune_gym.envs.multi_task import THROUGHPUT_HIGH, observation, task_observation
-from tune_gym.envs.tune_env import progress, throughputs
+from tune_gym.envs.multi_task import observation, task_observation
 from tune_gym.errors import SpaceError
 from tune_gym.measure.result import MeasureResult
 from tune_gym.options import OptionError, check_bool, check_int, show
@@ -122,41 +119,19 @@ class RLPolicyAgent(Agent):
             self.codec = CanonicalCodec(space)
         except SpaceError as err:
             raise NotApplicable(f"rl-policy: the canonical encoding cannot hold this space: {err}") from None
-        self.reference = self._reference(space, task)
         self._task_obs = task_observation(task, self.codec)
         self._default_row = self.codec.encode(np.zeros((1, space.n_knobs), dtype=np.int64))[0]
         self._best: tuple[Config | None, float] = (None, 0.0)
         self._last_rows = np.zeros((self.batch_size, N_SLOTS), dtype=np.int64)
-        self._last_tp = np.zeros(self.batch_size, dtype=np.float32)
+        self._last_gflops = np.zeros(self.batch_size, dtype=np.float64)
         self._last_valid = np.zeros(self.batch_size, dtype=np.float32)
-
-    def _reference(self, space: KnobSpace, task: Task) -> float:
-        """What throughputs are divided by, as in training (see the module docstring)."""
-        norm = self.meta["reward_norm"]
-        if norm != "optimum":
-            return 1.0 if norm == "none" else float(norm)
-        from tune_gym.datasets.catalog import find_dataset
-        from tune_gym.measure.replay import ReplayBackend
-
-        entry = find_dataset(task, space.preset)
-        backend = ReplayBackend(str(entry.path), spaces="recorded") if entry is not None else None
-        try:
-            optimum = backend.optimum(task, space) if backend is not None else None
-        finally:
-            if backend is not None:
-                backend.close()
-        if optimum is None:
-            raise NotApplicable("rl-policy: the policy observes throughputs over the task's optimum "
-                                f"(reward_norm='optimum'), and {task.uri} (preset {space.preset}) has no exhaustive "
-                                "dataset to read it from")
-        return optimum
 
     def observation(self) -> np.ndarray:
         """What the policy sees now (``MultiTune-v0``'s observation of this run)."""
         best_cfg, best_gflops = self._best
         best_row = self.codec.encode(np.asarray([best_cfg]))[0] if best_cfg is not None else self._default_row
-        prog = progress(best_gflops, self.reference, THROUGHPUT_HIGH, len(self.seen), self.budget)
-        return observation(self._task_obs, best_row, self._last_rows, self._last_tp, self._last_valid, prog)
+        return observation(self._task_obs, best_row, self._last_rows, self._last_gflops, self._last_valid, best_gflops,
+                           len(self.seen) / self.budget)
 
     def propose(self, n: int) -> list[Config]:
         import torch
@@ -190,9 +165,8 @@ class RLPolicyAgent(Agent):
         batch = list(zip(configs, results))[: self.batch_size]
         self._last_rows[:] = 0
         self._last_rows[: len(batch)] = self.codec.encode(np.asarray([c for c, _ in batch], dtype=np.int64))
-        gflops = np.zeros(self.batch_size, dtype=np.float64)
-        gflops[: len(batch)] = [r.gflops if r.ok else 0.0 for _, r in batch]
-        throughputs(gflops, self.reference, THROUGHPUT_HIGH, out=self._last_tp)
+        self._last_gflops[:] = 0
+        self._last_gflops[: len(batch)] = [r.gflops if r.ok else 0.0 for _, r in batch]
         self._last_valid[:] = 0
         self._last_valid[: len(batch)] = [r.ok for _, r in batch]
 

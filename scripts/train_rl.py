@@ -275,7 +275,16 @@ def train(cfg: TrainConfig, out: Path = RESULTS / "runs", stop_at: int | None = 
     """Train (or resume) the run of ``cfg`` under ``out``; returns the run directory.
 
     ``stop_at``: stop right after the first checkpoint at or past that many steps (what a kill
-    after it leaves behind; the next call resumes from it)."""
+    after it leaves behind; the next call resumes from it). PyTorch's distribution checks are
+    off while it trains (:func:`agents.rl.unchecked_distributions`: the same policy, faster)."""
+    from agents.rl import unchecked_distributions
+
+    with unchecked_distributions():
+        return _train(cfg, out, stop_at, argv)
+
+
+def _train(cfg: TrainConfig, out: Path, stop_at: int | None, argv: list[str] | None) -> Path:
+    """:func:`train`'s work."""
     import torch
     from stable_baselines3.common.logger import Logger
 

@@ -46,7 +46,8 @@ from tune_gym.errors import SpaceError
 from tune_gym.space import Knob, KnobSpace
 
 __all__ = ["MAX_LEVELS", "MAX_SKETCHES", "MAX_SPLITS", "NVEC", "N_LOCATIONS", "N_SLOTS", "N_TILE_VALUES",
-           "SLOT_NAMES", "TILE_STEPS_PER_OCTAVE", "UNROLL_STEPS", "CanonicalCodec", "tile_value"]
+           "SLOT_NAMES", "TILE_STEPS_PER_OCTAVE", "UNROLL_STEPS", "CanonicalCodec", "encode_choices",
+           "nearest_choices", "pad_tables", "tile_value"]
 
 #: Sketches a task may have (the ``full`` presets have 3).
 MAX_SKETCHES = 4
@@ -115,6 +116,7 @@ class CanonicalCodec:
                 mask[_OFFSETS[slot] + np.unique(k.values[:, j])] = True
         mask.setflags(write=False)
         self._mask = mask
+        self._slot_index, self._choice_values = _padded_knobs(self._knobs, space.n_knobs)
         #: Per tile slot, log2 of the split loop's extent (0 for padding): what a policy sees of
         #: the loop a tile slot tiles.
         self.slot_extents = np.zeros(N_SLOTS, dtype=np.float32)
@@ -163,16 +165,86 @@ class CanonicalCodec:
         """Canonical rows ``(n, N_SLOTS)`` (in range) -> the task's configs ``(n, n_knobs)``,
         int64, canonical: per knob the choice nearest the row's values (ties: lower index)."""
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, N_SLOTS)
-        out = np.zeros((len(rows), self.space.n_knobs), dtype=np.int64)
-        for k in self._knobs:
-            distance = np.abs(rows[:, None, k.slots] - k.values[None]).sum(axis=2)
-            out[:, k.knob] = distance.argmin(axis=1)
-        return self.space.check_table(out)
+        return self.space.check_table(nearest_choices(rows, self._slot_index, self._choice_values))
 
     def encode(self, configs: np.ndarray) -> np.ndarray:
         """Configs ``(n, n_knobs)`` -> their canonical rows ``(n, N_SLOTS)`` (padding 0)."""
         configs = np.asarray(configs, dtype=np.int64).reshape(-1, self.space.n_knobs)
-        out = np.zeros((len(configs), N_SLOTS), dtype=np.int64)
-        for k in self._knobs:
-            out[:, k.slots] = k.values[configs[:, k.knob]]
-        return out
+        return encode_choices(configs, self._slot_index, self._choice_values)
+
+    @property
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The codec as arrays (what :func:`nearest_choices` and :func:`encode_choices` take),
+        level by level (a knob's ``l``-th slot; ``n_levels`` is the most slots a knob has):
+        ``slot_index`` ``(n_levels, n_knobs)``, each knob's slots (:data:`N_SLOTS`, a column of
+        zeros, where a knob has fewer), and ``choice_values`` ``(n_levels, n_knobs,
+        n_choices)`` int32, each choice's values there (:data:`_FAR` for the choices past a
+        knob's last), so the arrays of knobs, and of tasks, stack to one shape."""
+        return self._slot_index, self._choice_values
+
+
+#: Value of the padding choices in :attr:`CanonicalCodec.tables`: farther from any row than
+#: every real choice, so never the nearest.
+_FAR = 1 << 20
+
+
+def _padded_knobs(knobs: list[_KnobSlots], n_knobs: int) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`CanonicalCodec.tables` of a codec's knobs (in the space's knob order)."""
+    n_choices = max((len(k.values) for k in knobs), default=1)
+    n_levels = max((len(k.slots) for k in knobs), default=1)
+    slot_index = np.full((n_levels, n_knobs), N_SLOTS, dtype=np.int64)
+    values = np.zeros((n_levels, n_knobs, n_choices), dtype=np.int32)
+    for k in knobs:
+        slot_index[:len(k.slots), k.knob] = k.slots
+        values[:len(k.slots), k.knob] = np.pad(k.values.T, ((0, 0), (0, n_choices - len(k.values))),
+                                               constant_values=_FAR)
+    return slot_index, values
+
+
+def pad_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Several codecs' :attr:`~CanonicalCodec.tables` stacked to ``(n_codecs, levels, knobs,
+    ...)``: missing knobs and levels take slot :data:`N_SLOTS` and choice 0, missing choices
+    :data:`_FAR`."""
+    n_levels = max(index.shape[0] for index, _ in tables)
+    n_knobs = max(index.shape[1] for index, _ in tables)
+    n_choices = max(values.shape[2] for _, values in tables)
+    slot_index = np.full((len(tables), n_levels, n_knobs), N_SLOTS, dtype=np.int64)
+    values = np.full((len(tables), n_levels, n_knobs, n_choices), _FAR, dtype=np.int32)
+    values[..., 0] = 0  # a missing knob or level: choice 0, at distance 0
+    for t, (index, vals) in enumerate(tables):
+        levels, knobs, choices = vals.shape
+        slot_index[t, :levels, :knobs] = index
+        values[t, :levels, :knobs, :choices] = vals
+        values[t, levels:, :knobs] = 0  # levels no knob of this codec has: no distance
+    return slot_index, values
+
+
+def nearest_choices(rows: np.ndarray, slot_index: np.ndarray, choice_values: np.ndarray) -> np.ndarray:
+    """Per knob, the index of the choice nearest canonical ``rows`` (L1 over the knob's slots,
+    ties to the lower index), as a few array operations (one per level).
+
+    ``rows`` is ``(..., N_SLOTS)`` int; ``slot_index`` and ``choice_values`` are a codec's
+    :attr:`~CanonicalCodec.tables` (the same for every row), or per-row ones with leading
+    dimensions that broadcast against the rows' (a vector env's ``(num_envs, 1, ...)``: each
+    sub-env's task's tables for its ``batch_size`` rows). Returns ``(..., n_knobs)`` int64 (not
+    canonical: :meth:`KnobSpace.check_table` makes it so)."""
+    wide = np.zeros((*rows.shape[:-1], N_SLOTS + 1), dtype=np.int32)
+    wide[..., :N_SLOTS] = rows
+    distance = None
+    for level in range(slot_index.shape[-2]):
+        index = slot_index[..., level, :]
+        picked = wide[..., index] if index.ndim == 1 else np.take_along_axis(wide, index, axis=-1)
+        term = np.abs(picked[..., None] - choice_values[..., level, :, :])  # (..., knobs, choices)
+        distance = term if distance is None else distance + term
+    assert distance is not None
+    return distance.argmin(axis=-1)
+
+
+def encode_choices(configs: np.ndarray, slot_index: np.ndarray, choice_values: np.ndarray) -> np.ndarray:
+    """Configs ``(n, n_knobs)`` -> canonical rows ``(n, N_SLOTS)`` with one codec's
+    :attr:`~CanonicalCodec.tables` (padding slots 0)."""
+    n, n_knobs = configs.shape
+    wide = np.zeros((n, N_SLOTS + 1), dtype=np.int64)
+    for level in range(slot_index.shape[0]):
+        wide[:, slot_index[level]] = choice_values[level, np.arange(n_knobs), configs]
+    return wide[:, :N_SLOTS]

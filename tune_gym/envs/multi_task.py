@@ -20,13 +20,16 @@ MaskablePPO asks for) and ``info["action_mask"]``, a flat bool vector of ``batch
 NVEC.sum()``, allow only values some config of the current task has.
 
 Observation: one float32 vector, the same layout for every task, bounded (values beyond a
-bound are clipped): the task's features (:func:`tune_gym.features.task.task_features`, log2
-counts divided by 16), the log2 extent of the loop of each tile slot over 12 (0 for padding),
-the best config so far in canonical values scaled to [0, 1] (before any measurement, the
-task's config with every knob at index 0), the last batch's configs likewise, the last batch's
-throughputs and which ran, and ``progress`` (best throughput, fraction of the budget used):
-``Tune-v0``'s history features, with throughputs clipped to :data:`THROUGHPUT_HIGH`.
-:data:`OBSERVATION_PARTS` names the parts in order.
+bound are clipped), built only from what a tuner knows while it tunes (never the task's
+optimum, which only an exhaustive dataset knows): the task's features
+(:func:`tune_gym.features.task.task_features`, log2 counts divided by 16), the log2 extent of
+the loop of each tile slot over 12 (0 for padding), the best config so far in canonical values
+scaled to [0, 1] (before any measurement, the task's config with every knob at index 0), the
+last batch's configs likewise, the last batch's GFLOPS over the best GFLOPS measured so far in
+the episode (in [0, 1]; 0 for a config that failed or was not measured, and before anything
+ran) and which ran, the best GFLOPS so far as ``log2(1 + GFLOPS) / 20`` (a fixed scale, in [0,
+1]) and the fraction of the budget used. :data:`OBSERVATION_PARTS` names the parts in order;
+:func:`observation` builds it (also for a trained policy outside the env, :mod:`agents.rl_policy`).
 
 Reward: ``reward_norm="optimum"`` (default): throughput over the task's best known (the best
 config of its exhaustive dataset), so a return of 1.0 means "found the optimum" on every task
@@ -57,13 +60,13 @@ from tune_gym.options import OptionError, check_int, check_keys, show
 from tune_gym.space import PRESETS
 from tune_gym.tasks.task import Task
 
-__all__ = ["DEFAULT_SPLIT", "OBSERVATION_PARTS", "THROUGHPUT_HIGH", "MultiTuneEnv", "make_multi_tune_env",
+__all__ = ["DEFAULT_SPLIT", "GFLOPS_LOG_SCALE", "OBSERVATION_PARTS", "MultiTuneEnv", "make_multi_tune_env",
            "observation", "task_observation"]
 
 #: The task set when neither ``split`` nor ``tasks`` is given (its part ``all``).
 DEFAULT_SPLIT = "by-host-v1"
-#: Bound of the throughput observations (``best / optimum`` is at most 1).
-THROUGHPUT_HIGH = 4.0
+#: The best GFLOPS is observed as ``log2(1 + GFLOPS)`` over this (2**20 GFLOPS fill [0, 1]).
+GFLOPS_LOG_SCALE = 20.0
 #: Log2 counts of the task features are divided by this (so they lie in [0, 4]).
 _LOG_SCALE = 16.0
 #: Log2 loop extents of the tile slots are divided by this (extents up to 4096 fill [0, 1]).
@@ -73,8 +76,8 @@ _EXTENT_SCALE = 12.0
 def _observation_parts(batch_size: int) -> tuple[tuple[str, int, float], ...]:
     """``(name, size, upper bound)`` of each part of the observation, in order."""
     return (("task", TASK_FEATURE_DIM, 64.0 / _LOG_SCALE), ("slot_extents", N_SLOTS, 1.0), ("best", N_SLOTS, 1.0),
-            ("last_configs", batch_size * N_SLOTS, 1.0), ("last_throughput", batch_size, THROUGHPUT_HIGH),
-            ("last_valid", batch_size, 1.0), ("progress_best", 1, THROUGHPUT_HIGH), ("progress_budget", 1, 1.0))
+            ("last_configs", batch_size * N_SLOTS, 1.0), ("last_relative", batch_size, 1.0),
+            ("last_valid", batch_size, 1.0), ("best_log_gflops", 1, 1.0), ("budget_used", 1, 1.0))
 
 
 #: The observation's parts for the default batch size (``MultiTuneEnv.observation_parts`` has
@@ -122,8 +125,12 @@ class MultiTuneEnv(gym.Env):
         high = np.concatenate([np.full(size, bound, dtype=np.float32) for _, size, bound in self.observation_parts])
         self.observation_space = spaces.Box(np.zeros_like(high), high, dtype=np.float32)
         self._task_obs = [task_observation(env.task, codec) for env, codec in zip(self.envs, self.codecs)]
+        self._masks = [_read_only(np.tile(codec.mask(), batch_size)) for codec in self.codecs]
+        self._default_rows = [codec.encode(np.asarray(env.default_config))[0] for env, codec in
+                              zip(self.envs, self.codecs)]
         self.task_index = -1
         self._last_rows = np.zeros((batch_size, N_SLOTS), dtype=np.int64)
+        self._shown: tuple[Any, np.ndarray] = (None, self._default_rows[0])  # (best config, its row)
 
     # ------------------------------------------------------------------ the current task
     @property
@@ -140,8 +147,9 @@ class MultiTuneEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """The allowed values of every row of the action, a flat bool vector of
-        ``batch_size * NVEC.sum()`` (sb3-contrib's MaskablePPO calls this)."""
-        return np.tile(self.codec.mask(), self.batch_size)
+        ``batch_size * NVEC.sum()`` (sb3-contrib's MaskablePPO calls this), read-only (a task's
+        masks never change: they are made once)."""
+        return self._masks[max(self.task_index, 0)]
 
     def decode_action(self, action: Any) -> np.ndarray:
         """Check an action and return the current task's configs it means, ``(batch_size,
@@ -161,13 +169,15 @@ class MultiTuneEnv(gym.Env):
             self.task_index = int(self.np_random.integers(len(self.tasks)))
         _, info = self.env.reset()
         self._last_rows[:] = 0
+        self._shown = (None, self._default_rows[self.task_index])
         return self._obs(), self._info(info)
 
     def step(self, action: Any):  # type: ignore[override]
         self._check_open("step")
         env = self.env
-        table = self.decode_action(action)
-        _, reward, terminated, truncated, info = env.step(table)
+        table = self.decode_action(action)  # canonical configs of the space: what Tune-v0's step checks
+        env._check_open("step")
+        reward, terminated, truncated, info = env._advance(table)
         self._last_rows = self.codec.encode(table)
         return self._obs(), reward, terminated, truncated, self._info(info)
 
@@ -198,15 +208,17 @@ class MultiTuneEnv(gym.Env):
         return found[0]
 
     def _obs(self) -> np.ndarray:
-        env, codec = self.env, self.codec
-        inner = env._obs()
-        best = env.best[0]
-        best_rows = codec.encode(np.asarray(best if best is not None else env.default_config))
-        return observation(self._task_obs[self.task_index], best_rows[0], self._last_rows, inner["last_throughput"],
-                           inner["last_valid"], inner["progress"])
+        env, session = self.env, self.env.session
+        best = session.best
+        config = best.config if best is not None else None
+        if config != self._shown[0]:  # the best changed: encode it (rarely)
+            self._shown = (config, self.codec.encode(np.asarray(config))[0])
+        return observation(self._task_obs[self.task_index], self._shown[1], self._last_rows, env._last_gflops,
+                           env._last_valid, session.best_gflops, session.trials_used / env.budget)
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
-        return {**info, "task_index": self.task_index, "action_mask": self.action_masks()}
+        info["task_index"], info["action_mask"] = self.task_index, self.action_masks().copy()  # info is the caller's
+        return info
 
     def _check_open(self, call: str) -> None:
         if self.closed:
@@ -220,19 +232,42 @@ def task_observation(task: Task, codec: CanonicalCodec) -> np.ndarray:
                            np.clip(codec.slot_extents / _EXTENT_SCALE, 0, 1)]).astype(np.float32)
 
 
-def observation(task_obs: np.ndarray, best_row: np.ndarray, last_rows: np.ndarray, last_throughput: np.ndarray,
-                last_valid: np.ndarray, progress: np.ndarray) -> np.ndarray:
-    """One ``MultiTune-v0`` observation from its parts (:data:`OBSERVATION_PARTS`): the task's
-    :func:`task_observation`, the best config's canonical row and the last batch's rows (scaled
-    to [0, 1]), the last batch's throughputs over the reference and which ran, and ``progress``
-    (best throughput, fraction of the budget used); throughputs are clipped to
-    :data:`THROUGHPUT_HIGH`. Also what a trained policy sees outside the env
-    (:mod:`agents.rl_policy`)."""
-    scale = (NVEC - 1).astype(np.float32)
-    return np.concatenate([
-        task_obs, np.asarray(best_row) / scale, (np.asarray(last_rows) / scale).ravel(),
-        np.minimum(last_throughput, THROUGHPUT_HIGH), last_valid, np.minimum(progress, [THROUGHPUT_HIGH, 1.0]),
-    ]).astype(np.float32)
+def observation(task_obs: np.ndarray, best_row: np.ndarray, last_rows: np.ndarray, last_gflops: np.ndarray,
+                last_valid: np.ndarray, best_gflops: np.ndarray | float, budget_used: np.ndarray | float,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """``MultiTune-v0`` observations from their parts (:data:`OBSERVATION_PARTS`), float32.
+
+    ``task_obs`` is the task's :func:`task_observation`; ``best_row`` the best config's
+    canonical row and ``last_rows`` the last batch's (scaled here to [0, 1]); ``last_gflops``
+    the last batch's GFLOPS (0 where nothing ran) and ``last_valid`` where a config ran, shown
+    over ``best_gflops``, the best GFLOPS so far (which is also shown, on
+    :data:`GFLOPS_LOG_SCALE`); ``budget_used`` the fraction of the budget spent. Every part may
+    have leading dimensions (a vector env's sub-envs: ``task_obs`` ``(n, F)``, ``last_rows``
+    ``(n, batch_size, N_SLOTS)``, ``best_gflops`` ``(n,)``, ...); written into ``out`` when
+    given. The same function serves the env, its vector env and a trained policy outside them
+    (:mod:`agents.rl_policy`), so they agree to the bit."""
+    best = np.asarray(best_gflops, dtype=np.float64)
+    lead, last_rows = best.shape, np.asarray(last_rows)
+    f, b = task_obs.shape[-1], last_rows.shape[-2]
+    if out is None:
+        out = np.empty((*lead, f + (b + 1) * N_SLOTS + 2 * b + 2), dtype=np.float32)
+    rows = f + N_SLOTS  # where the last batch's rows start
+    tail = rows + b * N_SLOTS  # where its GFLOPS start
+    out[..., :f] = task_obs
+    out[..., f:rows] = np.asarray(best_row) / _ROW_SCALE
+    out[..., rows:tail] = (last_rows / _ROW_SCALE).reshape(*lead, b * N_SLOTS)
+    last_gflops = np.asarray(last_gflops, dtype=np.float64)
+    ran = (np.asarray(last_valid) > 0) & (best[..., None] > 0)
+    relative = np.divide(last_gflops, best[..., None], out=np.zeros_like(last_gflops), where=ran)
+    out[..., tail:tail + b] = np.clip(relative, 0.0, 1.0)
+    out[..., tail + b:tail + 2 * b] = last_valid
+    out[..., tail + 2 * b] = np.minimum(np.log2(1.0 + np.maximum(best, 0.0)) / GFLOPS_LOG_SCALE, 1.0)
+    out[..., tail + 2 * b + 1] = np.minimum(budget_used, 1.0)
+    return out
+
+
+#: Canonical values are divided by these to lie in [0, 1].
+_ROW_SCALE = (NVEC - 1).astype(np.float32)
 
 
 def _task_set(split: str | None, part: str | None, tasks: list[str] | None,
@@ -268,6 +303,11 @@ def dataset_path(ref: TaskRef) -> str:
         raise OptionError(f"MultiTune-v0: no dataset of {ref.task} (preset {ref.preset}){host} in the catalog "
                           "(tune-gym datasets lists them)")
     return str(entry.path)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
 
 
 def _check_action(action: Any, batch_size: int) -> np.ndarray:

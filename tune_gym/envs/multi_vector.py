@@ -5,8 +5,13 @@
 observations, rewards, terminations, truncations, lean ``info``, ``task_index`` and
 ``action_mask``), each on its own task. Each task of the set has one replay engine, a
 :class:`~tune_gym.envs.tune_vector.TuneVectorEnv` over all N sub-envs, of which it steps only
-those currently on its task; a step decodes every sub-env's canonical rows with its task's
-:class:`~tune_gym.envs.canonical.CanonicalCodec` and runs each task's sub-envs together.
+those currently on its task. A step decodes every sub-env's canonical rows at once, each with
+its task's codec tables (:func:`~tune_gym.envs.canonical.nearest_choices` over the tasks'
+stacked :attr:`~tune_gym.envs.canonical.CanonicalCodec.tables`), then runs each task's sub-envs
+together in its engine. The engines share their per-sub-env state arrays (best, trials, last
+batch, ...), so the observation and ``info`` read them without gathering; what is constant per
+task (masks, task features, the canonical row of every recorded config) is made once and
+looked up by each sub-env's task.
 
 Tasks: the vector env draws each sub-env's task at every (auto)reset from one generator,
 seeded by ``reset(seed=...)`` (an int, or a list of per-sub-env seeds, used together as the
@@ -29,18 +34,19 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from tune_gym.envs import MAX_EPISODE_STEPS
-from tune_gym.envs.canonical import N_SLOTS, NVEC, SLOT_NAMES
-from tune_gym.envs.multi_task import THROUGHPUT_HIGH, MultiTuneEnv, env_options
-from tune_gym.envs.tune_env import progress
+from tune_gym.envs.canonical import N_SLOTS, NVEC, SLOT_NAMES, nearest_choices, pad_tables
+from tune_gym.envs.multi_task import MultiTuneEnv, env_options, observation
 from tune_gym.envs.tune_vector import AUTORESET, TuneVectorEnv
 from tune_gym.errors import SpaceError
 from tune_gym.options import OptionError, check_choice, check_int, check_keys, show
 
 __all__ = ["MultiTuneVectorEnv"]
 
-#: The lean ``info`` keys each engine keeps per sub-env (array attributes of TuneVectorEnv).
-_INFO = {"trials_used": "_trials", "new_trials": "_new", "best_gflops": "_best", "reference_gflops": "_reference",
-         "clock": "_clock", "measure_secs": "_measure_secs", "status": "_status"}
+#: The lean ``info`` keys and the per-sub-env state arrays of the engines that hold them.
+_INFO = {"trials_used": "_trials", "new_trials": "_new", "best_gflops": "_best", "clock": "_clock",
+         "measure_secs": "_measure_secs", "status": "_status"}
+#: Per-sub-env state arrays that every engine shares (:meth:`MultiTuneVectorEnv._share_state`).
+_SHARED = (*_INFO.values(), "_best_row", "_steps", "_last_tp", "_last_gflops", "_last_valid")
 
 
 class MultiTuneVectorEnv(TuneVectorEnv):
@@ -81,10 +87,18 @@ class MultiTuneVectorEnv(TuneVectorEnv):
         self.render_mode = None
         self.spec = None
         self.closed = False
-        # per task: the canonical row of each recorded config (the best config's observation)
-        self._data_rows = [codec.encode((engine._keys[:, None] // engine._weights) % engine.env.space.dims)
-                           for codec, engine in zip(env.codecs, self.engines)]
-        self._default_rows = [codec.encode(np.asarray(e.default_config))[0] for codec, e in zip(env.codecs, env.envs)]
+        self._share_state()
+        # every task's recorded configs as canonical rows, one table (task t's rows from
+        # _row_start[t]), then each task's default config's row (before any measurement)
+        data_rows = [codec.encode((engine._keys[:, None] // engine._weights) % engine.env.space.dims)
+                     for codec, engine in zip(env.codecs, self.engines)]
+        self._row_start = np.cumsum([0] + [len(rows) for rows in data_rows[:-1]])
+        self._default_at = sum(map(len, data_rows)) + np.arange(len(data_rows))
+        self._rows = np.concatenate([*data_rows, np.stack(env._default_rows)])
+        self._task_obs = np.stack(env._task_obs)
+        self._masks = np.stack(env._masks)
+        self._slot_index, self._choice_values = pad_tables([codec.tables for codec in env.codecs])
+        self._references = np.array([e.reference_gflops for e in env.envs])
         self.task_index = np.full(n, -1, dtype=np.int64)
         self._last_rows = np.zeros((n, env.batch_size, N_SLOTS), dtype=np.int64)
         self._rng = np.random.default_rng()
@@ -119,8 +133,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
 
     def action_masks(self) -> np.ndarray:
         """Every sub-env's mask, ``(num_envs, batch_size * NVEC.sum())`` bools."""
-        masks = np.stack([codec.mask() for codec in self.env.codecs])[np.maximum(self.task_index, 0)]
-        return np.tile(masks, (1, self.env.batch_size))
+        return self._masks[np.maximum(self.task_index, 0)]
 
     def close_extras(self, **kwargs: Any) -> None:
         for engine in self.engines:
@@ -158,57 +171,50 @@ class MultiTuneVectorEnv(TuneVectorEnv):
                              f"value {rows[e, r, s]} out of range [0, {NVEC[s] - 1}]")
         return rows
 
+    def _share_state(self) -> None:
+        """Make the engines share their per-sub-env state arrays (:data:`_SHARED`): a sub-env is
+        on one task at a time and an engine writes only the rows of the sub-envs it steps or
+        resets, so each array holds every sub-env's state, read without gathering."""
+        first = self.engines[0]
+        for attr in _SHARED:
+            for engine in self.engines[1:]:
+                setattr(engine, attr, getattr(first, attr))
+
     def _step(self, envs: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Step sub-envs ``envs`` with canonical rows ``table``, each task's sub-envs in its engine."""
+        """Step sub-envs ``envs`` with canonical rows ``table``: every row decoded at once (each
+        with its sub-env's task's codec), then each task's sub-envs run in its engine."""
         rewards = np.zeros(len(envs), dtype=np.float64)
         terminated = np.zeros(len(envs), dtype=bool)
         truncated = np.zeros(len(envs), dtype=bool)
         tasks = self.task_index[envs]
+        choices = nearest_choices(table, self._slot_index[tasks, None], self._choice_values[tasks, None])
+        b = self.env.batch_size
         for t in np.unique(tasks):
             at = np.flatnonzero(tasks == t)
             codec, engine, group = self.env.codecs[t], self.engines[t], envs[at]
-            configs = codec.decode(table[at].reshape(-1, N_SLOTS)).reshape(len(at), self.env.batch_size, -1)
-            rewards[at], terminated[at], truncated[at] = engine._step(group, configs)
-            self._last_rows[group] = codec.encode(configs.reshape(-1, configs.shape[2])).reshape(table[at].shape)
-            if self.max_episode_steps is not None:
-                truncated[at] |= ~terminated[at] & (engine._steps[group] >= self.max_episode_steps)
+            k = codec.space.n_knobs
+            configs = codec.space.check_table(choices[at, :, :k].reshape(-1, k))
+            rewards[at], terminated[at], truncated[at] = engine._step(group, configs.reshape(len(at), b, k))
+            self._last_rows[group] = codec.encode(configs).reshape(len(at), b, N_SLOTS)
+        if self.max_episode_steps is not None:
+            truncated |= ~terminated & (self.engines[0]._steps[envs] >= self.max_episode_steps)
         return rewards, terminated, truncated
 
     def _reset(self, mask: np.ndarray) -> None:
         """Start new episodes where ``mask`` is True, each on a drawn (or asked-for) task."""
         for i in np.flatnonzero(mask):
             forced = self._forced[i]
-            t = forced if forced is not None else int(self._rng.integers(len(self.env.tasks)))
-            self.task_index[i] = t
-            one = np.zeros(self.num_envs, dtype=bool)
-            one[i] = True
-            self.engines[t]._reset(one)
+            self.task_index[i] = forced if forced is not None else int(self._rng.integers(len(self.env.tasks)))
+        for t in np.unique(self.task_index[mask]):
+            self.engines[t]._reset(mask & (self.task_index == t))
         self._last_rows[mask] = 0
         self._ended[mask] = False
 
-    def _gather(self, attr: str) -> np.ndarray:
-        """Each sub-env's value of an engine array attribute, from its task's engine."""
-        first = getattr(self.engines[0], attr)
-        out = np.zeros_like(first)
-        for t, engine in enumerate(self.engines):
-            on = self.task_index == t
-            out[on] = getattr(engine, attr)[on]
-        return out
-
     def _obs(self) -> np.ndarray:  # type: ignore[override]
-        env, n = self.env, self.num_envs
-        scale = (NVEC - 1).astype(np.float32)
-        tasks = np.maximum(self.task_index, 0)
-        best_row = self._gather("_best_row")
-        best = np.stack([self._data_rows[t][r] if r >= 0 else self._default_rows[t] for t, r in zip(tasks, best_row)])
-        engine = self.engines[0]
-        reference = np.array([self.engines[t].env.reference_gflops for t in tasks])
-        progress_obs = progress(self._gather("_best") / reference, 1.0, THROUGHPUT_HIGH, self._gather("_trials"),
-                                engine.env.budget)
-        return np.concatenate([
-            np.stack([env._task_obs[t] for t in tasks]), best / scale, (self._last_rows / scale).reshape(n, -1),
-            np.minimum(self._gather("_last_tp"), THROUGHPUT_HIGH), self._gather("_last_valid"), progress_obs,
-        ], axis=1).astype(np.float32)
+        state, tasks = self.engines[0], np.maximum(self.task_index, 0)
+        best = np.where(state._best_row >= 0, self._row_start[tasks] + state._best_row, self._default_at[tasks])
+        return observation(self._task_obs[tasks], self._rows[best], self._last_rows, state._last_gflops,
+                           state._last_valid, state._best, state._trials / self.env.budget)
 
     def _final_obs(self, ended: np.ndarray) -> np.ndarray:
         obs = self._obs()
@@ -220,7 +226,10 @@ class MultiTuneVectorEnv(TuneVectorEnv):
     def _info(self, mask: np.ndarray | None = None) -> dict[str, Any]:
         """The lean info of every sub-env (or of those in ``mask``, zeros elsewhere), with
         ``task_index`` and ``action_mask``, in gymnasium's vector form."""
-        values = {key: self._gather(attr) for key, attr in _INFO.items()}
+        state = self.engines[0]
+        values = {key: getattr(state, attr).copy() for key, attr in _INFO.items()}
+        values["reference_gflops"] = np.where(self.task_index >= 0, self._references[np.maximum(self.task_index, 0)],
+                                              0.0)
         values["task_index"] = self.task_index.copy()
         values["action_mask"] = self.action_masks()
         info: dict[str, Any] = {}

@@ -345,6 +345,7 @@ class TuneEnv(gym.Env):
 
     def _clear_last(self) -> None:
         self._last_configs = np.zeros((self.batch_size, self.space.n_knobs), dtype=np.float32)
+        self._last_gflops = np.zeros(self.batch_size, dtype=np.float64)  # raw, 0 where nothing ran
         self._last_tp = np.zeros(self.batch_size, dtype=np.float32)
         self._last_valid = np.zeros(self.batch_size, dtype=np.float32)
 
@@ -459,13 +460,19 @@ class TuneEnv(gym.Env):
 
     def step(self, action: Any):  # type: ignore[override]
         self._check_open("step")
-        table = self._decode(action)
+        reward, terminated, truncated, info = self._advance(self._decode(action))
+        return self._obs(), reward, terminated, truncated, info
+
+    def _advance(self, table: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
+        """Evaluate a checked, canonical ``(batch_size, n_knobs)`` table: :meth:`step` but the
+        observation (an env that builds its own, ``MultiTune-v0``, does not pay for it)."""
         configs = _configs(table)
         before = self.session.best_gflops
         self._session_fresh = False
         ev = self.session.evaluate(configs)
         trials = [outcome.trial for outcome in ev.outcomes]  # None where excluded or skipped
         gflops = np.array([t.gflops if t is not None else 0.0 for t in trials], dtype=np.float64)
+        self._last_gflops = gflops
         throughputs(gflops, self.reference_gflops, self.throughput_high, out=self._last_tp)
         self._last_valid[:] = [t is not None and t.ok for t in trials]
         self._last_configs = self.space.normalized(table)
@@ -475,7 +482,7 @@ class TuneEnv(gym.Env):
         status = np.array([_STATUS_CODE[o.status] for o in ev.outcomes], dtype=np.int8) \
             if self.info_mode == "lean" else None
         info = self._info(status, outcomes=ev.outcomes, new_trials=ev.new, measure_secs=ev.cost)
-        return self._obs(), float(reward), terminated, truncated, info
+        return float(reward), terminated, truncated, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

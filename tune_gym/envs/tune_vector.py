@@ -119,6 +119,7 @@ class TuneVectorEnv(VectorEnv):
         self._steps = np.zeros(n, dtype=np.int64)
         self._last_configs = np.zeros((n, b, k), dtype=np.float32)
         self._last_tp = np.zeros((n, b), dtype=np.float32)
+        self._last_gflops = np.zeros((n, b), dtype=np.float64)  # raw (MultiTune-v0 observes them)
         self._last_valid = np.zeros((n, b), dtype=np.float32)
         self._status = np.full((n, b), -1, dtype=np.int8)
         self._new = np.zeros(n, dtype=np.int64)
@@ -225,6 +226,7 @@ class TuneVectorEnv(VectorEnv):
         self._trials[envs] += self._new[envs]
         self._seen[np.repeat(envs, b)[new.ravel()], pos[new]] = True
         self._last_tp[envs] = throughputs(gflops, env.reference_gflops, env.throughput_high)
+        self._last_gflops[envs] = gflops
         self._last_valid[envs] = ok
         self._last_configs[envs] = space.normalized(table.reshape(-1, space.n_knobs)).reshape(table.shape)
         self._status[envs] = status
@@ -254,7 +256,8 @@ class TuneVectorEnv(VectorEnv):
         self._best_knobs[mask] = self._default_knobs
         for array, value in ((self._trials, 0), (self._best, 0.0), (self._best_row, -1), (self._clock, 0.0),
                              (self._steps, 0), (self._last_configs, 0.0), (self._last_tp, 0.0),
-                             (self._last_valid, 0.0), (self._status, -1), (self._new, 0), (self._measure_secs, 0.0)):
+                             (self._last_gflops, 0.0), (self._last_valid, 0.0), (self._status, -1), (self._new, 0),
+                             (self._measure_secs, 0.0)):
             array[mask] = value
         self._ended[mask] = False
 
