@@ -40,7 +40,6 @@ printed with the table and stored in the JSON (``--out``, by default
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -52,7 +51,7 @@ import gymnasium as gym
 import numpy as np
 
 import tune_gym  # noqa: F401  (registers the environments)
-from benchmarks.speed import timed
+from benchmarks.speed import timed, write_report
 from tune_gym.space import PRESETS
 
 DEFAULT_OUT = Path("benchmarks/results/speed/env_speed.json")
@@ -99,10 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats, "rows": rows,
     }
     print(markdown(report))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nwrote {args.out}")
+    write_report(report, args.out)
     return 0
 
 

@@ -58,6 +58,14 @@ DEFAULT_OUT = Path("benchmarks/results/speed/speed.json")
 ACTIONS = ("random", "fresh", "repeat")
 
 
+def write_report(report: dict[str, Any], out: Path | None) -> None:
+    """Write ``report`` as JSON to ``out`` (folders made), unless ``out`` is None."""
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"\nwrote {out}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="resnet18:7")
@@ -135,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats, "rows": rows, "skipped": skipped,
     }
     print(markdown(report))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nwrote {args.out}")
+    write_report(report, args.out)
     return 0
 
 

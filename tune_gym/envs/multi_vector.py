@@ -36,9 +36,9 @@ from gymnasium.vector.utils import batch_space
 from tune_gym.envs import MAX_EPISODE_STEPS
 from tune_gym.envs.canonical import N_SLOTS, NVEC, SLOT_NAMES, nearest_choices, pad_tables
 from tune_gym.envs.multi_task import MultiTuneEnv, env_options, observation
-from tune_gym.envs.tune_vector import AUTORESET, TuneVectorEnv
+from tune_gym.envs.tune_vector import TuneVectorEnv, episode_rules, vector_info
 from tune_gym.errors import SpaceError
-from tune_gym.options import OptionError, check_choice, check_int, check_keys, show
+from tune_gym.options import OptionError, check_int, check_keys, show
 
 __all__ = ["MultiTuneVectorEnv"]
 
@@ -65,12 +65,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
     def __init__(self, num_envs: int = 1, max_episode_steps: int | None = MAX_EPISODE_STEPS,
                  autoreset_mode: str | AutoresetMode = "next_step", **options: Any) -> None:
         self.num_envs = n = check_int("num_envs", num_envs, 1)
-        limit = check_int("max_episode_steps", max_episode_steps, -1, none=True)
-        if limit == 0:
-            raise OptionError("max_episode_steps must be an integer >= 1, or -1 or None for no step limit, got 0")
-        self.max_episode_steps = None if limit in (None, -1) else limit
-        mode = autoreset_mode.name.lower() if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
-        self.autoreset_mode = AutoresetMode[check_choice("autoreset_mode", mode, AUTORESET).upper()]
+        self.max_episode_steps, self.autoreset_mode = episode_rules(max_episode_steps, autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         check_keys("MultiTune-v0 vector env", options, env_options())
         if options.get("render_mode") is not None:
@@ -232,14 +227,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
                                               0.0)
         values["task_index"] = self.task_index.copy()
         values["action_mask"] = self.action_masks()
-        info: dict[str, Any] = {}
-        for key, value in values.items():
-            if mask is None:
-                info[key], info[f"_{key}"] = value, np.ones(self.num_envs, dtype=bool)
-            else:
-                info[key] = np.where(mask.reshape(-1, *[1] * (value.ndim - 1)), value, 0).astype(value.dtype)
-                info[f"_{key}"] = mask.copy()
-        return info
+        return vector_info(values, mask, self.num_envs)
 
     def _check_open(self, call: str) -> None:
         if self.closed:

@@ -77,12 +77,7 @@ class TuneVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 1, max_episode_steps: int | None = MAX_EPISODE_STEPS,
                  autoreset_mode: str | AutoresetMode = "next_step", **options: Any) -> None:
         self.num_envs = check_int("num_envs", num_envs, 1)
-        limit = check_int("max_episode_steps", max_episode_steps, -1, none=True)
-        if limit == 0:
-            raise OptionError("max_episode_steps must be an integer >= 1, or -1 or None for no step limit, got 0")
-        self.max_episode_steps = None if limit in (None, -1) else limit
-        mode = autoreset_mode.name.lower() if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
-        self.autoreset_mode = AutoresetMode[check_choice("autoreset_mode", mode, AUTORESET).upper()]
+        self.max_episode_steps, self.autoreset_mode = episode_rules(max_episode_steps, autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.env = _prototype(options)
         env, space = self.env, self.env.space
@@ -286,20 +281,39 @@ class TuneVectorEnv(VectorEnv):
         values = {"trials_used": self._trials, "new_trials": self._new, "best_gflops": self._best,
                   "reference_gflops": self._reference, "clock": self._clock, "measure_secs": self._measure_secs,
                   "status": self._status}
-        info: dict[str, Any] = {}
-        for key, value in values.items():
-            if mask is None:
-                info[key], info[f"_{key}"] = value.copy(), np.ones(self.num_envs, dtype=bool)
-            else:
-                info[key] = np.where(mask.reshape(-1, *[1] * (value.ndim - 1)), value, 0).astype(value.dtype)
-                info[f"_{key}"] = mask.copy()
-        return info
+        return vector_info(values, mask, self.num_envs)
 
     def _check_open(self, call: str) -> None:
         if self.closed:
             from gymnasium.error import ClosedEnvironmentError
 
             raise ClosedEnvironmentError(f"Tune-v0 vector env is closed: {call}() after close()")
+
+
+def episode_rules(max_episode_steps: int | None, autoreset_mode: str | AutoresetMode
+                  ) -> tuple[int | None, AutoresetMode]:
+    """A vector env's step limit (``None`` for none: -1 or None given) and autoreset mode, checked;
+    :class:`OptionError` names a bad one."""
+    limit = check_int("max_episode_steps", max_episode_steps, -1, none=True)
+    if limit == 0:
+        raise OptionError("max_episode_steps must be an integer >= 1, or -1 or None for no step limit, got 0")
+    mode = autoreset_mode.name.lower() if isinstance(autoreset_mode, AutoresetMode) else autoreset_mode
+    mode = check_choice("autoreset_mode", mode, AUTORESET)
+    return (None if limit in (None, -1) else limit), AutoresetMode[mode.upper()]
+
+
+def vector_info(values: dict[str, np.ndarray], mask: np.ndarray | None, num_envs: int) -> dict[str, Any]:
+    """``values`` (one array per key, a row per sub-env) as gymnasium's vector ``info``: each key
+    a copy of its array, and ``_key`` the sub-envs it is set for (``mask``; all when ``None``), with
+    the rows of the others zeroed."""
+    info: dict[str, Any] = {}
+    for key, value in values.items():
+        if mask is None:
+            info[key], info[f"_{key}"] = value.copy(), np.ones(num_envs, dtype=bool)
+        else:
+            info[key] = np.where(mask.reshape(-1, *[1] * (value.ndim - 1)), value, 0).astype(value.dtype)
+            info[f"_{key}"] = mask.copy()
+    return info
 
 
 #: Most keys a direct key -> row index holds (int32, 16 MB); larger spaces are searched.
