@@ -479,6 +479,26 @@ def _plot_eval(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+#: The help of each ``train`` option (``TrainConfig``'s fields).
+TRAIN_HELP = {
+    "algo": f"one of {', '.join(ALGOS)}",
+    "split": "the split whose train part it learns on (tune_gym/envs/splits)",
+    "seed": "seed of the run (the policy and the sub-envs' task draws)",
+    "steps": "env steps to train for (all sub-envs together)",
+    "n_envs": "sub-envs of the native vector env",
+    "batch_size": "configs proposed per env step",
+    "budget": "trials per episode (a multiple of --batch-size)",
+    "rollout_episodes": "whole episodes per sub-env in each rollout",
+    "minibatch": "PPO minibatch size",
+    "epochs": "PPO epochs per rollout",
+    "learning_rate": "Adam learning rate",
+    "ent_coef": "entropy bonus coefficient",
+    "eval_every": "env steps between evaluations on the validation part",
+    "eval_episodes": "episodes per evaluation",
+    "checkpoint_every": "env steps between checkpoints (a killed run resumes from the last one)",
+}
+
+
 # ---------------------------------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -489,14 +509,15 @@ def main(argv: list[str] | None = None) -> None:
         if field == "net":
             t.add_argument("--net", type=int, nargs="+", default=list(value), help="hidden layer widths")
         else:
-            t.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value)
-    t.add_argument("--out", type=Path, default=RESULTS / "runs")
+            t.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value,
+                           help=f"{TRAIN_HELP[field]} (default {value})")
+    t.add_argument("--out", type=Path, default=RESULTS / "runs", help="folder of the runs (default %(default)s)")
     e = sub.add_parser("evaluate", help="score policies on their split's test part")
     e.add_argument("policies", type=Path, nargs="+", help="policy.zip files of one split")
-    e.add_argument("--budget", type=int, default=64)
-    e.add_argument("--seeds", type=int, default=10)
-    e.add_argument("--batch", type=int, default=8)
-    e.add_argument("--out", type=Path, default=RESULTS)
+    e.add_argument("--budget", type=int, default=64, help="trials per run (default %(default)s)")
+    e.add_argument("--seeds", type=int, default=10, help="runs per task and agent (default %(default)s)")
+    e.add_argument("--batch", type=int, default=8, help="configs per env step (default %(default)s)")
+    e.add_argument("--out", type=Path, default=RESULTS, help="folder of rl_eval.{json,md,png} (default %(default)s)")
     args = parser.parse_args(argv)
     try:
         if args.command == "train":
