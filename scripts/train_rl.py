@@ -229,7 +229,7 @@ def save_checkpoint(model: Any, state: dict[str, Any], run_dir: Path) -> None:
     extra = {"state": {k: v for k, v in state.items() if k != "partial"}, "num_timesteps": model.num_timesteps,
              "n_updates": model._n_updates, "last_obs": model._last_obs,
              "episode_starts": model._last_episode_starts, "task_index": venv.task_index.copy(),
-             "env_rng": venv._rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+             "env_rng": venv.task_rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
              "numpy_rng": np.random.get_state(), "python_rng": random.getstate()}
     with open(tmp / "state.pkl", "wb") as f:
         pickle.dump(extra, f)
@@ -250,7 +250,7 @@ def _restore(cfg: TrainConfig, run_dir: Path, env: Any) -> tuple[Any, dict[str, 
     model = algo_class(cfg.algo).load(run_dir / "checkpoint" / "model.zip", env=env, device="cpu")
     venv = inner_env(env)
     obs, _ = venv.reset(options={"task": [venv.env.tasks[int(t)].task for t in extra["task_index"]]})
-    venv._rng.bit_generator.state = extra["env_rng"]
+    venv.task_rng.bit_generator.state = extra["env_rng"]
     if not np.array_equal(obs, extra["last_obs"]):
         raise RuntimeError(f"{run_dir}/checkpoint: the env does not come back to its saved observation")
     model.num_timesteps, model._n_updates = extra["num_timesteps"], extra["n_updates"]

@@ -60,6 +60,8 @@ class MultiTuneVectorEnv(TuneVectorEnv):
             task observations; never stepped).
         engines: the replay engine of each task of ``env.tasks``.
         task_index: each sub-env's current task (-1 before ``reset``).
+        task_rng: the generator of the sub-envs' task draws (seeded by ``reset(seed=...)``; a resumed
+            training run restores its state).
     """
 
     def __init__(self, num_envs: int = 1, max_episode_steps: int | None = MAX_EPISODE_STEPS,
@@ -96,7 +98,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
         self._references = np.array([e.reference_gflops for e in env.envs])
         self.task_index = np.full(n, -1, dtype=np.int64)
         self._last_rows = np.zeros((n, env.batch_size, N_SLOTS), dtype=np.int64)
-        self._rng = np.random.default_rng()
+        self.task_rng = np.random.default_rng()
         self._forced: list[int | None] = [None] * n  # tasks asked for by the reset being made
         self._ended = np.zeros(n, dtype=bool)
         self._started = False
@@ -118,7 +120,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
         self._forced = self._forced_tasks(task)
         entropy = [s for s in seed if s is not None] if isinstance(seed, list) else seed
         if entropy is not None and entropy != []:
-            self._rng = np.random.default_rng(entropy)
+            self.task_rng = np.random.default_rng(entropy)
         try:
             self._reset(mask)
         finally:
@@ -199,7 +201,7 @@ class MultiTuneVectorEnv(TuneVectorEnv):
         """Start new episodes where ``mask`` is True, each on a drawn (or asked-for) task."""
         for i in np.flatnonzero(mask):
             forced = self._forced[i]
-            self.task_index[i] = forced if forced is not None else int(self._rng.integers(len(self.env.tasks)))
+            self.task_index[i] = forced if forced is not None else int(self.task_rng.integers(len(self.env.tasks)))
         for t in np.unique(self.task_index[mask]):
             self.engines[t]._reset(mask & (self.task_index == t))
         self._last_rows[mask] = 0
