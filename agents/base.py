@@ -39,13 +39,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import OptionError, check_keys, check_str, show
+from tune_gym.options import OptionDoc, OptionError, check_keys, check_str, checked_options, option_table, show
 from tune_gym.session import Trial
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["ENTRY_POINT_GROUP", "Agent", "EnvRunner", "NotApplicable", "RunResult", "list_agents", "make_agent",
-           "on_request_agents", "option_names", "register", "run", "unavailable_agents"]
+__all__ = ["ENTRY_POINT_GROUP", "Agent", "EnvRunner", "NotApplicable", "RunResult", "agent_class", "list_agents",
+           "make_agent", "on_request_agents", "option_names", "options_of", "register", "run", "unavailable_agents"]
 
 
 class NotApplicable(ValueError):
@@ -68,6 +68,12 @@ class Agent:
     for, in two base-class fields every agent shares: :attr:`seen` (``{config: result}`` it has
     observed, its models' training data) and :attr:`proposed` (every config it has proposed,
     so it never proposes one twice; the base class fills it from :meth:`observe` too).
+
+    Options: the keyword parameters of a subclass's constructor, each declared once in its
+    ``Annotated`` hint (:class:`tune_gym.options.Option`: check, allowed values, one-line help),
+    e.g. ``pop_size: Annotated[int, Int(2, help="population size")] = 100``. Every subclass's
+    constructor checks its declared arguments before its body runs
+    (:func:`tune_gym.options.checked_options`); :func:`options_of` lists them.
     """
 
     name: ClassVar[str] = ""
@@ -75,6 +81,13 @@ class Agent:
     #: features): such an agent declines a task whose space has none (a registered target kind
     #: without schedules, :attr:`tune_gym.kinds.TaskKind.has_schedules`) with :class:`NotApplicable`.
     needs_schedules: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check the options declared in the subclass's constructor whenever it is called."""
+        super().__init_subclass__(**kwargs)
+        init = vars(cls).get("__init__")
+        if init is not None and not hasattr(init, "__wrapped__"):
+            cls.__init__ = checked_options(init)  # type: ignore[method-assign]
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         if self.needs_schedules and not space.has_schedules:
@@ -229,16 +242,7 @@ def make_agent(agent_id: str, **options: Any) -> Agent:
             options, type and range, in its constructor).
         ImportError: the agent's optional dependency is missing (names what to install).
     """
-    check_str("agent id", agent_id)
-    builtin = agent_id in _MODULES or agent_id in _ON_REQUEST
-    plugins = _entry_points() if agent_id not in _REGISTRY and not builtin else {}
-    if agent_id not in _REGISTRY and (builtin or agent_id in plugins):
-        _import(agent_id)
-    if agent_id not in _REGISTRY:
-        known = sorted(set(_REGISTRY) | set(_MODULES) | set(_ON_REQUEST) | set(plugins))
-        raise OptionError(f"unknown agent {show(agent_id)}; known agents: {', '.join(known)}")
-    module, _, attr = _REGISTRY[agent_id][0].partition(":")
-    cls = getattr(importlib.import_module(module), attr)
+    cls = agent_class(agent_id)
     check_keys(f"agent {agent_id!r}: bad options", options, option_names(cls))
     try:
         return cls(**options)
@@ -251,15 +255,36 @@ def make_agent(agent_id: str, **options: Any) -> Agent:
 def option_names(cls: type) -> list[str]:
     """The keyword options of an agent class: its constructor's parameters, and those of its
     bases' constructors where it passes ``**kwargs`` on."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if klass is object or "__init__" not in vars(klass):
-            continue
-        params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]  # after self
-        names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names]
-        if not any(p.kind == p.VAR_KEYWORD for p in params):
-            break
-    return names
+    return [row.name for row in option_table(cls)]
+
+
+def options_of(agent_id: str) -> list[OptionDoc]:
+    """The options table of an agent (name, default, allowed values, help; see
+    :func:`tune_gym.options.option_table`), from its constructor's declarations.
+
+    Raises:
+        OptionError: unknown id. ImportError: the agent's dependency is missing.
+    """
+    return option_table(agent_class(agent_id))
+
+
+def agent_class(agent_id: str) -> type[Agent]:
+    """The class of an agent id (importing its module).
+
+    Raises:
+        OptionError: unknown id. ImportError: the agent's dependency is missing.
+    """
+    check_str("agent id", agent_id)
+    builtin = agent_id in _MODULES or agent_id in _ON_REQUEST
+    plugins = _entry_points() if agent_id not in _REGISTRY and not builtin else {}
+    if agent_id not in _REGISTRY and (builtin or agent_id in plugins):
+        _import(agent_id)
+    if agent_id not in _REGISTRY:
+        known = sorted(set(_REGISTRY) | set(_MODULES) | set(_ON_REQUEST) | set(plugins))
+        raise OptionError(f"unknown agent {show(agent_id)}; known agents: {', '.join(known)}")
+    module, _, attr = _REGISTRY[agent_id][0].partition(":")
+    cls: type[Agent] = getattr(importlib.import_module(module), attr)
+    return cls
 
 
 @dataclass

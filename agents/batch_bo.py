@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import Annotated, Any
 
 import numpy as np
 import torch
@@ -82,11 +83,20 @@ from gpytorch.means import Mean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from agents.base import register
-from agents.model_based import ModelGuidedAgent, make_sa
+from agents.model_based import (
+    EPS,
+    INVALID_OPTION,
+    PLAN_SIZE,
+    SA_EARLY_STOP,
+    SA_POINTS,
+    SA_STEPS,
+    ModelGuidedAgent,
+    make_sa,
+)
 from agents.models.features import KnobFeaturizer, log_gflops
 from agents.optimizers.bo import greedy_q_batch, refined_pool
 from agents.optimizers.sa import Scorer
-from tune_gym.options import OptionError, check_callable, check_choice, check_int, check_str
+from tune_gym.options import Check, Choice, Func, Int, OptionError, check_str
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -96,6 +106,26 @@ ConfigFn = Callable[[np.ndarray], np.ndarray]
 
 ENCODINGS = ("index", "knob")
 ACQUISITIONS = ("qlogei", "qlognei")
+
+
+def _check_device(name: str, device: Any) -> str:
+    """The ``device`` option: a torch device's name (``"cpu"``, ``"cuda:0"``)."""
+    try:
+        torch.device(check_str(name, device))
+    except RuntimeError:
+        raise OptionError(f"{name} must be a torch device such as 'cpu' or 'cuda:0', got {device!r}") from None
+    return str(device)
+
+
+# Options batch-bo shares with meta-bo, declared once.
+ACQUISITION = Choice(ACQUISITIONS, help="the batch acquisition: qLogEI, or qLogNEI for noisy live measurements")
+POOL_SIZE = Int(1, help="candidates scored per plan")
+N_ANCHORS = Int(0, help="best measured configs whose neighbours join the pool")
+MAX_TRAIN = Int(2, help="most training points of the GP (the best half, then the most recent)")
+MC_SAMPLES = Int(1, help="QMC samples of the batch acquisition")
+SHORTLIST = Int(1, help="candidates (best single-point values) the joint greedy steps consider")
+CHUNK = Int(1, help="candidates per batched acquisition call")
+DEVICE = Check(_check_device, "torch device", help="where the GP and the acquisitions run ('cpu', 'cuda')")
 
 
 class PriorMean(Mean):
@@ -133,49 +163,37 @@ class _MinMax:
 
 @register("batch-bo", "generic GP batch BO (MetaTune's search without its learned model): qLogEI batches, BoTorch")
 class BatchBOAgent(ModelGuidedAgent):
-    """Generic GP batch Bayesian optimization over the knobs (MetaTune's search, plain GP model).
+    """Generic GP batch Bayesian optimization over the knobs (MetaTune's search, plain GP model;
+    see the module docstring). Options: ``tune-gym agents batch-bo``; ``plan_size`` is the
+    acquisition's ``q``."""
 
-    Args:
-        plan_size: configs per planning round, the acquisition's ``q`` (16).
-        n_init: random configs measured before the first GP fit (16).
-        eps: random share of each plan (0.0).
-        invalid: ``"zero"`` (failed configs as throughput 0) or ``"drop"``.
-        encoding: ``"index"`` (scaled knob indices) or ``"knob"`` (scaled KnobFeaturizer
-            features); ignored when ``featurizer`` is given.
-        featurizer: optional ``configs -> features`` replacing the encoding.
-        prior_mean: optional ``configs -> predicted score``, the GP's prior mean (see module).
-        acquisition: ``"qlogei"`` or ``"qlognei"``.
-        pool_size: candidates scored per round (2000).
-        n_anchors: best measured configs whose neighbours join the pool (8).
-        max_train: cap on the GP's training points (500).
-        mc_samples: QMC samples of the batch acquisition (128).
-        shortlist: candidates (best single-point values) the joint greedy steps consider (256).
-        sa_points, sa_steps, sa_early_stop: the SA that refines the pool (64, 100, 20).
-        chunk: candidates per batched acquisition call (512).
-        device: torch device of the GP and acquisition (``"cpu"``; ``"cuda"`` as in the paper).
-    """
-
-    def __init__(self, plan_size: int = 16, n_init: int = 16, eps: float = 0.0, invalid: str = "zero",
-                 encoding: str = "index", featurizer: ConfigFn | None = None, prior_mean: ConfigFn | None = None,
-                 acquisition: str = "qlogei", pool_size: int = 2000, n_anchors: int = 8, max_train: int = 500,
-                 mc_samples: int = 128, shortlist: int = 256, sa_points: int = 64, sa_steps: int = 100,
-                 sa_early_stop: int = 20, chunk: int = 512, device: str = "cpu") -> None:
-        super().__init__(plan_size, eps, check_int("n_init", n_init, 0), invalid,
-                         make_sa(sa_points, sa_steps, sa_early_stop))
-        self.encoding = check_choice("encoding", encoding, ENCODINGS)
-        self.featurizer = check_callable("featurizer", featurizer)
-        self.prior_mean = check_callable("prior_mean", prior_mean)
-        self.acquisition = check_choice("acquisition", acquisition, ACQUISITIONS)
-        self.pool_size = check_int("pool_size", pool_size, 1)
-        self.n_anchors = check_int("n_anchors", n_anchors, 0)
-        self.max_train = check_int("max_train", max_train, 2)
-        self.mc_samples = check_int("mc_samples", mc_samples, 1)
-        self.shortlist = check_int("shortlist", shortlist, 1)
-        self.chunk = check_int("chunk", chunk, 1)
-        try:
-            self.device = torch.device(check_str("device", device))
-        except RuntimeError:
-            raise OptionError(f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}") from None
+    def __init__(self, plan_size: Annotated[int, PLAN_SIZE] = 16,
+                 n_init: Annotated[int, Int(0, help="random configs measured before the first GP fit")] = 16,
+                 eps: Annotated[float, EPS] = 0.0, invalid: Annotated[str, INVALID_OPTION] = "zero",
+                 encoding: Annotated[str, Choice(ENCODINGS, help="GP inputs: scaled knob indices ('index') or scaled "
+                                                 "KnobFeaturizer features ('knob'); not with featurizer")] = "index",
+                 featurizer: Annotated[ConfigFn | None, Func(help="configs -> features, replacing the "
+                                                                  "encoding")] = None,
+                 prior_mean: Annotated[ConfigFn | None, Func(help="configs -> predicted score, the GP's prior "
+                                                                  "mean")] = None,
+                 acquisition: Annotated[str, ACQUISITION] = "qlogei", pool_size: Annotated[int, POOL_SIZE] = 2000,
+                 n_anchors: Annotated[int, N_ANCHORS] = 8, max_train: Annotated[int, MAX_TRAIN] = 500,
+                 mc_samples: Annotated[int, MC_SAMPLES] = 128, shortlist: Annotated[int, SHORTLIST] = 256,
+                 sa_points: Annotated[int, SA_POINTS] = 64, sa_steps: Annotated[int, SA_STEPS] = 100,
+                 sa_early_stop: Annotated[int, SA_EARLY_STOP] = 20, chunk: Annotated[int, CHUNK] = 512,
+                 device: Annotated[str, DEVICE] = "cpu") -> None:
+        super().__init__(plan_size, eps, n_init, invalid, make_sa(sa_points, sa_steps, sa_early_stop))
+        self.encoding = encoding
+        self.featurizer = featurizer
+        self.prior_mean = prior_mean
+        self.acquisition = acquisition
+        self.pool_size = pool_size
+        self.n_anchors = n_anchors
+        self.max_train = max_train
+        self.mc_samples = mc_samples
+        self.shortlist = shortlist
+        self.chunk = chunk
+        self.device = torch.device(device)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -24,13 +24,24 @@ parallel points (the authors' code uses ``2 * plan_size``), up to 500 steps, ear
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 
 from agents.base import register
-from agents.model_based import ModelGuidedAgent, make_sa
+from agents.model_based import (
+    INVALID_OPTION,
+    N_INIT,
+    PLAN_SIZE,
+    SA_EARLY_STOP,
+    SA_POINTS,
+    SA_STEPS,
+    ModelGuidedAgent,
+    make_sa,
+)
 from agents.models.features import KnobFeaturizer
 from agents.models.rf import RandomForestModel, expected_improvement
-from tune_gym.options import check_int
+from tune_gym.options import Int
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -42,15 +53,8 @@ _BEST = 1.0
 
 @register("contextual-sa", "AdaTune: random forest + expected improvement + SA, uncertainty-driven random share")
 class ContextualSAAgent(ModelGuidedAgent):
-    """AdaTune's RF-EI tuner with contextual simulated annealing.
-
-    Args:
-        plan_size: configs per planning round (32).
-        n_context: K, the random unmeasured configs whose mean predictive std sets eps_t (20).
-        n_trees, max_features: random forest settings (10, 10).
-        invalid: ``"zero"`` (feed failures as throughput 0, the authors' choice) or ``"drop"``.
-        sa_points, sa_steps, sa_early_stop: simulated annealing settings (64, 500, 50).
-        n_init: measurements before the first fit (default: ``plan_size``).
+    """AdaTune's RF-EI tuner with contextual simulated annealing (options: ``tune-gym agents
+    contextual-sa``; ``invalid="zero"`` is the authors' choice).
 
     Attributes:
         eps_t: the random share of the latest plan, set after each refit (1.0 until the
@@ -58,13 +62,18 @@ class ContextualSAAgent(ModelGuidedAgent):
         best: the best measured throughput (GFLOPS) at the latest refit.
     """
 
-    def __init__(self, plan_size: int = 32, n_context: int = 20, n_trees: int = 10, max_features: int = 10,
-                 invalid: str = "zero", sa_points: int = 64, sa_steps: int = 500, sa_early_stop: int = 50,
-                 n_init: int | None = None) -> None:
+    def __init__(self, plan_size: Annotated[int, PLAN_SIZE] = 32,
+                 n_context: Annotated[int, Int(1, help="K, the random unmeasured configs whose mean predictive std "
+                                                       "sets eps_t")] = 20,
+                 n_trees: Annotated[int, Int(1, help="trees of the random forest")] = 10,
+                 max_features: Annotated[int, Int(1, help="features each split of the forest considers")] = 10,
+                 invalid: Annotated[str, INVALID_OPTION] = "zero", sa_points: Annotated[int, SA_POINTS] = 64,
+                 sa_steps: Annotated[int, SA_STEPS] = 500, sa_early_stop: Annotated[int, SA_EARLY_STOP] = 50,
+                 n_init: Annotated[int | None, N_INIT] = None) -> None:
         super().__init__(plan_size, 0.0, n_init, invalid, make_sa(sa_points, sa_steps, sa_early_stop))
-        self.n_context = check_int("n_context", n_context, 1)
-        self.n_trees = check_int("n_trees", n_trees, 1)
-        self.max_features = check_int("max_features", max_features, 1)
+        self.n_context = n_context
+        self.n_trees = n_trees
+        self.max_features = max_features
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -9,10 +9,12 @@ Failed configs have fitness 0.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 
 from agents.base import Agent, register
-from tune_gym.options import check_float, check_int
+from tune_gym.options import Float, Int, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -21,10 +23,16 @@ __all__ = ["GAAgent"]
 
 @register("ga", "genetic algorithm over knob indices (population 100, 3 elites, mutation 0.1)")
 class GAAgent(Agent):
-    def __init__(self, pop_size: int = 100, elite_num: int = 3, mutation_prob: float = 0.1) -> None:
-        self.pop_size = check_int("pop_size", pop_size, 2)
+    """AutoTVM's GATuner (see the module docstring; options: ``tune-gym agents ga``)."""
+
+    def __init__(self, pop_size: Annotated[int, Int(2, help="configs per generation")] = 100,
+                 elite_num: Annotated[int, Int(0, help="best configs carried over to the next generation "
+                                                       "(at most pop_size - 1)")] = 3,
+                 mutation_prob: Annotated[float, Float(0.0, 1.0, help="probability of mutating each knob of a "
+                                                                      "child")] = 0.1) -> None:
+        self.pop_size = pop_size
         self.elite_num = check_int("elite_num", elite_num, 0, self.pop_size - 1)
-        self.mutation_prob = check_float("mutation_prob", mutation_prob, 0.0, 1.0)
+        self.mutation_prob = mutation_prob
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from agents.base import Agent, register
-from tune_gym.options import check_int
+from tune_gym.options import Int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -14,8 +16,8 @@ __all__ = ["GridAgent"]
 class GridAgent(Agent):
     """Walks flat indices ``start, start + 1, ...``; stops at the end of the space."""
 
-    def __init__(self, start: int = 0) -> None:
-        self.start = check_int("start", start, 0)
+    def __init__(self, start: Annotated[int, Int(0, help="the first flat index walked")] = 0) -> None:
+        self.start = start
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

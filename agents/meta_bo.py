@@ -47,16 +47,34 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from agents import pretrained
 from agents.base import register
-from agents.batch_bo import BatchBOAgent
-from agents.model_based import PretrainedAgent, check_checkpoint
+from agents.batch_bo import (
+    ACQUISITION,
+    CHUNK,
+    DEVICE,
+    MAX_TRAIN,
+    MC_SAMPLES,
+    N_ANCHORS,
+    POOL_SIZE,
+    SHORTLIST,
+    BatchBOAgent,
+)
+from agents.model_based import (
+    CHECKPOINT,
+    INVALID_OPTION,
+    PLAN_SIZE,
+    SA_EARLY_STOP,
+    SA_POINTS,
+    SA_STEPS,
+    PretrainedAgent,
+)
 from agents.pretrained import CHECKPOINT_DIR
-from tune_gym.options import check_bool, check_float, check_int
+from tune_gym.options import Bool, Float, Int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -85,32 +103,26 @@ def pick_checkpoint(task_uri: str | Iterable[str], directory: Path = CHECKPOINT_
 
 @register("meta-bo", "MetaTune: meta-learned GCN cost model (fine-tuned online) as the prior mean of a GP batch BO")
 class MetaBOAgent(PretrainedAgent, BatchBOAgent):
-    """GP batch BO with a meta-learned MetaTune model as prior mean (see the module docstring).
-
-    Args:
-        checkpoint: ``"auto"`` (see :func:`pick_checkpoint`) or a MetaTune checkpoint
-            (a path, or a name in ``agents/checkpoints/``).
-        fine_tune: fine-tune the model's regressor on the task's measurements before each plan.
-        fine_tune_steps, fine_tune_lr: its Adam steps and step size (``None``: the model's, 50 and 1e-3).
-        plan_size: configs per plan, the acquisition's ``q`` (16).
-        pool_size: candidates scored per plan (96).
-        n_anchors: best measured configs whose neighbours join the pool (4).
-        shortlist: candidates the joint greedy steps consider (48).
-        sa_points, sa_steps, sa_early_stop: the SA that refines the pool (8, 8, 4).
-        acquisition, mc_samples, max_train, chunk, invalid, device: as ``batch-bo``.
-    """
+    """GP batch BO with a meta-learned MetaTune model as prior mean (see the module docstring;
+    ``checkpoint="auto"``: :func:`pick_checkpoint`). Options: ``tune-gym agents meta-bo``."""
 
     needs_schedules = True
 
-    def __init__(self, checkpoint: str = "auto", fine_tune: bool = True, fine_tune_steps: int | None = None,
-                 fine_tune_lr: float | None = None, plan_size: int = 16, pool_size: int = 96, n_anchors: int = 4,
-                 shortlist: int = 48, sa_points: int = 8, sa_steps: int = 8, sa_early_stop: int = 4,
-                 acquisition: str = "qlogei", mc_samples: int = 128, max_train: int = 500, chunk: int = 512,
-                 invalid: str = "zero", device: str = "cpu") -> None:
-        checkpoint = check_checkpoint(checkpoint)
-        fine_tune = check_bool("fine_tune", fine_tune)
-        fine_tune_steps = check_int("fine_tune_steps", fine_tune_steps, 1, none=True)
-        fine_tune_lr = check_float("fine_tune_lr", fine_tune_lr, 0, low_open=True, none=True)
+    def __init__(self, checkpoint: Annotated[str, CHECKPOINT] = "auto",
+                 fine_tune: Annotated[bool, Bool(help="fine-tune the model's regressor on the task's measurements "
+                                                      "before each plan")] = True,
+                 fine_tune_steps: Annotated[int | None, Int(1, none=True, help="Adam steps of each fine-tuning "
+                                                                              "(None: the model's, 50)")] = None,
+                 fine_tune_lr: Annotated[float | None, Float(0, low_open=True, none=True,
+                                                             help="Adam step size of fine-tuning (None: the "
+                                                                  "model's, 1e-3)")] = None,
+                 plan_size: Annotated[int, PLAN_SIZE] = 16, pool_size: Annotated[int, POOL_SIZE] = 96,
+                 n_anchors: Annotated[int, N_ANCHORS] = 4, shortlist: Annotated[int, SHORTLIST] = 48,
+                 sa_points: Annotated[int, SA_POINTS] = 8, sa_steps: Annotated[int, SA_STEPS] = 8,
+                 sa_early_stop: Annotated[int, SA_EARLY_STOP] = 4, acquisition: Annotated[str, ACQUISITION] = "qlogei",
+                 mc_samples: Annotated[int, MC_SAMPLES] = 128, max_train: Annotated[int, MAX_TRAIN] = 500,
+                 chunk: Annotated[int, CHUNK] = 512, invalid: Annotated[str, INVALID_OPTION] = "zero",
+                 device: Annotated[str, DEVICE] = "cpu") -> None:
         super().__init__(plan_size=plan_size, n_init=0, eps=0.0, invalid=invalid, prior_mean=self._prior,
                          acquisition=acquisition, pool_size=pool_size, n_anchors=n_anchors, max_train=max_train,
                          mc_samples=mc_samples, shortlist=shortlist, sa_points=sa_points, sa_steps=sa_steps,

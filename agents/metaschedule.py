@@ -68,13 +68,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from agents.base import Agent, register
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import check_float, check_int
+from tune_gym.options import Float, Int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -98,44 +98,41 @@ FAILED_SECS = 1e10
 
 @register("metaschedule", "MetaSchedule (tune_tir): TVM's evolutionary search + XGBoost on per-store features")
 class MetaScheduleAgent(Agent):
-    """TVM's MetaSchedule search (see the module docstring).
-
-    Args:
-        plan_size: candidates per search iteration (``tune_tir``'s ``num_trials_per_iter``, 64).
-        population_size: ``EvolutionarySearch``'s initial population of traces (512).
-        init_measured_ratio: its share of that population taken from the best measured (0.2).
-        init_min_unmeasured: its least number of traces replayed with fresh random decisions (50).
-        max_fail_count: its failed sampling rounds allowed (5).
-        genetic_num_iters: its generations of mutation (4).
-        genetic_mutate_prob: its probability of mutating a drawn trace (0.85).
-        genetic_max_fail_count: its tries per mutation (10).
-        eps_greedy: its share of each batch taken from random members of the initial population (0.05).
-        num_warmup_samples: measurements before the cost model's scores are used (``XGBModel``: 100).
-        num_threads: threads of the search and the feature extraction (1, reproducible; TVM: all
-            physical cores, not reproducible).
-        nthread: XGBoost threads (1; TVM: all physical cores).
-    """
+    """TVM's MetaSchedule search (see the module docstring). Options: ``tune-gym agents
+    metaschedule``; the defaults are TVM's (``tune_tir``, ``EvolutionarySearch``, ``XGBModel``)
+    except the thread counts (1, reproducible; TVM: all physical cores, not reproducible)."""
 
     needs_schedules = True
 
-    def __init__(self, plan_size: int = 64, population_size: int = 512, init_measured_ratio: float = 0.2,
-                 init_min_unmeasured: int = 50, max_fail_count: int = 5, genetic_num_iters: int = 4,
-                 genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
-                 num_warmup_samples: int = 100, num_threads: int = 1, nthread: int = 1) -> None:
-        self.plan_size = check_int("plan_size", plan_size, 1)
+    def __init__(self, plan_size: Annotated[int, Int(1, help="candidates per search iteration (tune_tir's "
+                                                             "num_trials_per_iter)")] = 64,
+                 population_size: Annotated[int, Int(1, help="the search's initial population of traces")] = 512,
+                 init_measured_ratio: Annotated[float, Float(0.0, 1.0, help="share of that population taken from "
+                                                                            "the best measured")] = 0.2,
+                 init_min_unmeasured: Annotated[int, Int(0, help="fewest traces replayed with fresh random "
+                                                                 "decisions")] = 50,
+                 max_fail_count: Annotated[int, Int(1, help="failed sampling rounds allowed")] = 5,
+                 genetic_num_iters: Annotated[int, Int(0, help="generations of mutation")] = 4,
+                 genetic_mutate_prob: Annotated[float, Float(0.0, 1.0, help="probability of mutating a drawn "
+                                                                            "trace")] = 0.85,
+                 genetic_max_fail_count: Annotated[int, Int(0, help="tries per mutation")] = 10,
+                 eps_greedy: Annotated[float, Float(0.0, 1.0, help="share of each batch taken from random members "
+                                                                   "of the initial population")] = 0.05,
+                 num_warmup_samples: Annotated[int, Int(0, help="measurements before the cost model's scores are "
+                                                                "used")] = 100,
+                 num_threads: Annotated[int, Int(1, help="threads of the search and the feature "
+                                                         "extraction")] = 1,
+                 nthread: Annotated[int, Int(1, help="XGBoost threads")] = 1) -> None:
+        self.plan_size = plan_size
         self.search_options = {
-            "population_size": check_int("population_size", population_size, 1),
-            "init_measured_ratio": check_float("init_measured_ratio", init_measured_ratio, 0.0, 1.0),
-            "init_min_unmeasured": check_int("init_min_unmeasured", init_min_unmeasured, 0),
-            "max_fail_count": check_int("max_fail_count", max_fail_count, 1),
-            "genetic_num_iters": check_int("genetic_num_iters", genetic_num_iters, 0),
-            "genetic_mutate_prob": check_float("genetic_mutate_prob", genetic_mutate_prob, 0.0, 1.0),
-            "genetic_max_fail_count": check_int("genetic_max_fail_count", genetic_max_fail_count, 0),
-            "eps_greedy": check_float("eps_greedy", eps_greedy, 0.0, 1.0),
+            "population_size": population_size, "init_measured_ratio": init_measured_ratio,
+            "init_min_unmeasured": init_min_unmeasured, "max_fail_count": max_fail_count,
+            "genetic_num_iters": genetic_num_iters, "genetic_mutate_prob": genetic_mutate_prob,
+            "genetic_max_fail_count": genetic_max_fail_count, "eps_greedy": eps_greedy,
         }
-        self.num_warmup_samples = check_int("num_warmup_samples", num_warmup_samples, 0)
-        self.num_threads = check_int("num_threads", num_threads, 1)
-        self.nthread = check_int("nthread", nthread, 1)
+        self.num_warmup_samples = num_warmup_samples
+        self.num_threads = num_threads
+        self.nthread = nthread
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)  # declines a task without TVM schedules

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -27,21 +27,41 @@ from agents import pretrained
 from agents.base import Agent
 from agents.optimizers.sa import SimulatedAnnealing
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import OptionError, check_choice, check_float, check_int, show
+from tune_gym.options import Check, Choice, Float, Int, OptionError, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["INVALID", "ModelGuidedAgent", "PretrainedAgent", "check_checkpoint", "make_sa"]
+__all__ = ["CHECKPOINT", "EPS", "INVALID", "INVALID_OPTION", "N_INIT", "PLAN_SIZE", "SA_EARLY_STOP", "SA_POINTS",
+           "SA_STEPS", "ModelGuidedAgent", "PretrainedAgent", "check_checkpoint", "make_sa"]
 
 #: Values of the ``invalid`` option: failed configs reach the model as throughput 0, or not at all.
 INVALID = ("zero", "drop")
 
 
-def check_checkpoint(checkpoint: Any) -> str:
+def check_checkpoint(name: str, checkpoint: Any) -> str:
     """A pretrained agent's ``checkpoint`` option: ``"auto"``, a path or a checkpoint name (as text)."""
     if not isinstance(checkpoint, (str, os.PathLike)) or not str(checkpoint):
-        raise OptionError(f"checkpoint must be 'auto', a path or a checkpoint name, got {show(checkpoint)}")
+        raise OptionError(f"{name} must be 'auto', a path or a checkpoint name, got {show(checkpoint)}")
     return str(checkpoint)
+
+
+def _check_sa(name: str, sa: Any) -> Any:
+    if sa is not None and not isinstance(sa, SimulatedAnnealing):
+        raise OptionError(f"{name} must be a SimulatedAnnealing or None, got {type(sa).__name__}")
+    return sa
+
+
+# The options the model-guided agents share, declared once (each agent's signature sets its default).
+PLAN_SIZE = Int(1, help="configs per plan; the model is refitted after each plan")
+EPS = Float(0.0, 1.0, help="random share of each plan")
+N_INIT = Int(0, none=True, help="measurements before the first model fit (None: plan_size)")
+INVALID_OPTION = Choice(INVALID, help="failed configs reach the model as throughput 0 ('zero') or not at all ('drop')")
+SA_POINTS = Int(1, help="parallel points of the simulated annealing")
+SA_STEPS = Int(0, help="most simulated-annealing steps per search")
+SA_EARLY_STOP = Int(1, help="simulated-annealing steps without a change of the top configs before it stops")
+CHECKPOINT = Check(check_checkpoint, "'auto', a path or a checkpoint name",
+                   help="'auto' (the committed checkpoint trained on the most rows without this task), a path, "
+                        "or a file name in agents/checkpoints/")
 
 
 class PretrainedAgent:
@@ -67,24 +87,21 @@ class PretrainedAgent:
 
 def make_sa(sa_points: int, sa_steps: int, sa_early_stop: int, persistent: bool = True) -> SimulatedAnnealing:
     """The simulated annealing of an agent's ``sa_points``, ``sa_steps`` and ``sa_early_stop``
-    options, checked (integers: points >= 1, steps >= 0, early stop >= 1)."""
-    return SimulatedAnnealing(n_points=check_int("sa_points", sa_points, 1),
-                              max_steps=check_int("sa_steps", sa_steps, 0),
-                              early_stop=check_int("sa_early_stop", sa_early_stop, 1), persistent=persistent)
+    options (declared :data:`SA_POINTS`, :data:`SA_STEPS`, :data:`SA_EARLY_STOP`)."""
+    return SimulatedAnnealing(n_points=sa_points, max_steps=sa_steps, early_stop=sa_early_stop, persistent=persistent)
 
 
 class ModelGuidedAgent(Agent):
     """Base class: ``propose`` = exploit (search over the model) + explore (random)."""
 
-    def __init__(self, plan_size: int = 64, eps: float = 0.05, n_init: int | None = None,
-                 invalid: str = "zero", sa: SimulatedAnnealing | None = None) -> None:
-        self.plan_size = check_int("plan_size", plan_size, 1)
-        self.eps = check_float("eps", eps, 0.0, 1.0)
-        n_init = check_int("n_init", n_init, 0, none=True)
+    def __init__(self, plan_size: Annotated[int, PLAN_SIZE] = 64, eps: Annotated[float, EPS] = 0.05,
+                 n_init: Annotated[int | None, N_INIT] = None, invalid: Annotated[str, INVALID_OPTION] = "zero",
+                 sa: Annotated[SimulatedAnnealing | None,
+                               Check(_check_sa, "SimulatedAnnealing or None", help="the search")] = None) -> None:
+        self.plan_size = plan_size
+        self.eps = eps
         self.n_init = self.plan_size if n_init is None else n_init
-        self.invalid: str = check_choice("invalid", invalid, INVALID)
-        if sa is not None and not isinstance(sa, SimulatedAnnealing):
-            raise OptionError(f"sa must be a SimulatedAnnealing or None, got {type(sa).__name__}")
+        self.invalid: str = invalid
         self.sa = sa or SimulatedAnnealing()
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:

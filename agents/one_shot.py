@@ -28,15 +28,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from agents import pretrained
 from agents.base import Agent, NotApplicable, register
-from agents.model_based import PretrainedAgent, check_checkpoint, make_sa
+from agents.model_based import CHECKPOINT, SA_EARLY_STOP, SA_POINTS, SA_STEPS, PretrainedAgent, make_sa
 from agents.pretrained import CHECKPOINT_DIR
-from tune_gym.options import check_int
+from tune_gym.options import Int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -62,20 +62,16 @@ def _featurizer(task: Task, preset: str, shape: tuple[int, int]) -> Any:
 
 @register("one-shot", "One-Shot Tuner: pretrained predictor, one SA search, measure the top 64, stop")
 class OneShotAgent(PretrainedAgent, Agent):
-    """See the module docstring.
-
-    Args:
-        checkpoint: ``"auto"`` or a ``OneShotModel`` checkpoint (a path, or a name in ``agents/checkpoints/``).
-        k: configs measured (the paper's 64).
-        sa_points, sa_steps, sa_early_stop: the search (the paper's 512, 160, 50).
-    """
+    """See the module docstring; options: ``tune-gym agents one-shot`` (defaults: the paper's)."""
 
     needs_schedules = True
 
-    def __init__(self, checkpoint: str = "auto", k: int = 64, sa_points: int = 512, sa_steps: int = 160,
-                 sa_early_stop: int = 50) -> None:
-        self.checkpoint = check_checkpoint(checkpoint)
-        self.k = check_int("k (configs to measure)", k, 1)
+    def __init__(self, checkpoint: Annotated[str, CHECKPOINT] = "auto",
+                 k: Annotated[int, Int(1, help="configs measured: the top k of the one search")] = 64,
+                 sa_points: Annotated[int, SA_POINTS] = 512, sa_steps: Annotated[int, SA_STEPS] = 160,
+                 sa_early_stop: Annotated[int, SA_EARLY_STOP] = 50) -> None:
+        self.checkpoint = checkpoint
+        self.k = k
         self.sa = make_sa(sa_points, sa_steps, sa_early_stop, persistent=False)
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:

@@ -37,13 +37,15 @@ measuring a config that the compile-time check already rejected can only waste a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
 
 from agents.base import register
+from agents.model_based import PLAN_SIZE
 from agents.xgb_sa import XGBSAAgent
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import check_float, check_int
+from tune_gym.options import Float, Int, check_int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -133,18 +135,9 @@ def _row_keys(configs: np.ndarray | Sequence[Config], n_knobs: int) -> np.ndarra
 
 @register("presample", "Rieber et al.: validity presampling, spread-out valid/invalid first batch, biased xgb-sa")
 class PresampleAgent(XGBSAAgent):
-    """``xgb-sa`` with validity presampling, a curated first batch and biased SA.
-
-    Args:
-        plan_size: configs per planning round (the paper's batch: 50).
-        presample_limit: configs to classify before tuning (1000; capped by the space size).
-        n_parallel: configs classified per presampling round (128).
-        n_valid: most known-valid configs in the first batch (25).
-        n_init: size of the first batch; the model is fitted once this many configs are
-            measured (50).
-        invalid_bias, valid_bias: added to the model's score of known-invalid / known-valid
-            configs during SA (-1e6, +1).
-        **kwargs: other options of :class:`~agents.xgb_sa.XGBSAAgent` (``eps``, SA settings...).
+    """``xgb-sa`` with validity presampling, a curated first batch and biased SA. Options:
+    ``tune-gym agents presample`` (``plan_size`` 50 is the paper's batch; the others of
+    :class:`~agents.xgb_sa.XGBSAAgent` pass on through ``**kwargs``).
 
     Attributes (after ``reset``):
         presampled: ``{config: is valid}`` from presampling.
@@ -155,15 +148,25 @@ class PresampleAgent(XGBSAAgent):
         initial_batch: the first batch E0 (``None`` until it is planned).
     """
 
-    def __init__(self, plan_size: int = 50, presample_limit: int = 1000, n_parallel: int = 128,
-                 n_valid: int = 25, n_init: int = 50, invalid_bias: float = -1e6, valid_bias: float = 1.0,
+    def __init__(self, plan_size: Annotated[int, PLAN_SIZE] = 50,
+                 presample_limit: Annotated[int, Int(0, help="configs classified valid or invalid before tuning "
+                                                             "(capped by the space size)")] = 1000,
+                 n_parallel: Annotated[int, Int(1, help="configs classified per presampling round")] = 128,
+                 n_valid: Annotated[int, Int(0, help="most known-valid configs in the first batch (at most "
+                                                     "n_init)")] = 25,
+                 n_init: Annotated[int, Int(0, help="size of the first batch; the model is fitted once this many "
+                                                    "configs are measured")] = 50,
+                 invalid_bias: Annotated[float, Float(help="added to the model's score of known-invalid configs "
+                                                           "during SA")] = -1e6,
+                 valid_bias: Annotated[float, Float(help="added to the model's score of known-valid configs during "
+                                                         "SA")] = 1.0,
                  **kwargs: object) -> None:
-        super().__init__(plan_size=plan_size, n_init=check_int("n_init", n_init, 0), **kwargs)  # type: ignore[arg-type]
-        self.presample_limit = check_int("presample_limit", presample_limit, 0)
-        self.n_parallel = check_int("n_parallel", n_parallel, 1)
+        super().__init__(plan_size=plan_size, n_init=n_init, **kwargs)  # type: ignore[arg-type]
+        self.presample_limit = presample_limit
+        self.n_parallel = n_parallel
         self.n_valid = check_int("n_valid (at most n_init)", n_valid, 0, self.n_init)
-        self.invalid_bias = check_float("invalid_bias", invalid_bias)
-        self.valid_bias = check_float("valid_bias", valid_bias)
+        self.invalid_bias = invalid_bias
+        self.valid_bias = valid_bias
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -111,17 +111,17 @@ import contextlib
 import math
 import random
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
 
 from agents.base import register
-from agents.model_based import ModelGuidedAgent
+from agents.model_based import EPS, INVALID_OPTION, N_INIT, PLAN_SIZE, ModelGuidedAgent
 from agents.models.features import KnobFeaturizer
-from agents.models.xgb import XGBModel
+from agents.models.xgb import NUM_ROUNDS, XGBModel
 from tune_gym.envs.knob_walk import KnobWalkEnv, walk
-from tune_gym.options import OptionError, check_bool, check_float, check_int, show
+from tune_gym.options import Bool, Check, Float, Int, OptionError, check_int, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -238,6 +238,11 @@ def _layers(name: str, value: Any) -> list[int]:
     return [check_int(f"{name} layer width", width, 1) for width in value]
 
 
+def _arch(help: str) -> Check:
+    """The declaration of a list of hidden layer widths (:func:`_layers`)."""
+    return Check(_layers, "list of integers >= 1", help=help)
+
+
 class _KnobObservation(gym.ObservationWrapper):
     """KnobWalk-v0 observed through the knob part of its observation only.
 
@@ -262,52 +267,47 @@ class _KnobObservation(gym.ObservationWrapper):
 
 @register("rl-ppo", "Chameleon: PPO walks the knob space over an XGBoost regression model + adaptive sampling")
 class RLPPOAgent(ModelGuidedAgent):
-    """Chameleon's RL tuner (see the module docstring for every default's source).
+    """Chameleon's RL tuner (see the module docstring for every default's source). Options:
+    ``tune-gym agents rl-ppo``; ``plan_size`` counts configs before adaptive sampling."""
 
-    Args:
-        plan_size: configs per planning round before adaptive sampling (64).
-        eps: random share of each plan (0.05): ``round(eps * plan_size)`` random slots.
-        n_init: measurements before the first model fit (default ``plan_size``).
-        invalid: ``"zero"`` (feed failures as throughput 0) or ``"drop"``.
-        num_rounds: fixed XGBoost boosting rounds per fit; ``None`` (default): AutoTVM's early
-            stopping on the training recall@plan_size.
-        n_starts: random start configs walked per round (128).
-        max_steps: longest walk (500).
-        stuck_fraction: a walk stops once this share of its movable knobs is stuck (0.75).
-        adaptive_sampling: measure one representative per k-means cluster (True).
-        learning_rate, gamma, gae_lambda, clip_range, vf_coef, ent_coef: PPO settings
-            (1e-3, 0.9, 0.99, 0.2, 1.0, 0.3).
-        n_epochs, batch_size: per trajectory, ``n_epochs`` gradient steps on ``batch_size``
-            transitions drawn with replacement (3, 32; the code's "epochs").
-        max_grad_norm: gradient-norm clip (inf: none, as in the code).
-        pi_arch, vf_arch: hidden layers of the policy and value networks ((20, 20),
-            (20, 20, 20)).
-    """
-
-    def __init__(self, plan_size: int = 64, eps: float = 0.05, n_init: int | None = None, invalid: str = "zero",
-                 num_rounds: int | None = None, n_starts: int = 128, max_steps: int = 500, stuck_fraction: float = 0.75,
-                 adaptive_sampling: bool = True, learning_rate: float = 1e-3, n_epochs: int = 3,
-                 batch_size: int = 32, gamma: float = 0.9, gae_lambda: float = 0.99, clip_range: float = 0.2,
-                 vf_coef: float = 1.0, ent_coef: float = 0.3, max_grad_norm: float = math.inf,
-                 pi_arch: Sequence[int] = (20, 20), vf_arch: Sequence[int] = (20, 20, 20)) -> None:
+    def __init__(self, plan_size: Annotated[int, PLAN_SIZE] = 64, eps: Annotated[float, EPS] = 0.05,
+                 n_init: Annotated[int | None, N_INIT] = None, invalid: Annotated[str, INVALID_OPTION] = "zero",
+                 num_rounds: Annotated[int | None, NUM_ROUNDS] = None,
+                 n_starts: Annotated[int, Int(1, help="random start configs walked per round")] = 128,
+                 max_steps: Annotated[int, Int(1, help="longest walk")] = 500,
+                 stuck_fraction: Annotated[float, Float(0.0, 1.0, low_open=True, help="a walk stops once this "
+                                                        "share of its movable knobs is stuck")] = 0.75,
+                 adaptive_sampling: Annotated[bool, Bool(help="measure one representative per k-means cluster of "
+                                                              "the plan")] = True,
+                 learning_rate: Annotated[float, Float(0, low_open=True, help="PPO's Adam step size")] = 1e-3,
+                 n_epochs: Annotated[int, Int(1, help="PPO gradient steps per trajectory (the code's "
+                                                      "epochs)")] = 3,
+                 batch_size: Annotated[int, Int(2, help="transitions drawn with replacement per gradient "
+                                                        "step")] = 32,
+                 gamma: Annotated[float, Float(0.0, 1.0, help="PPO's discount")] = 0.9,
+                 gae_lambda: Annotated[float, Float(0.0, 1.0, help="PPO's GAE lambda")] = 0.99,
+                 clip_range: Annotated[float, Float(0, low_open=True, help="PPO's clip range")] = 0.2,
+                 vf_coef: Annotated[float, Float(0, help="PPO's value-loss weight")] = 1.0,
+                 ent_coef: Annotated[float, Float(0, help="PPO's entropy-bonus weight")] = 0.3,
+                 max_grad_norm: Annotated[float, Float(0, low_open=True, finite=False,
+                                                       help="gradient-norm clip (inf: none, as in the "
+                                                            "code)")] = math.inf,
+                 pi_arch: Annotated[Sequence[int], _arch("hidden layer widths of the policy network")] = (20, 20),
+                 vf_arch: Annotated[Sequence[int], _arch("hidden layer widths of the value network")] = (20, 20, 20),
+                 ) -> None:
         super().__init__(plan_size, eps, n_init, invalid)
-        self.num_rounds = check_int("num_rounds", num_rounds, 1, none=True)
-        self.n_starts = check_int("n_starts", n_starts, 1)
-        self.max_steps = check_int("max_steps", max_steps, 1)
-        self.stuck_fraction = check_float("stuck_fraction", stuck_fraction, 0.0, 1.0, low_open=True)
-        self.adaptive_sampling = check_bool("adaptive_sampling", adaptive_sampling)
-        self.n_epochs = check_int("n_epochs", n_epochs, 1)
-        self.batch_size = check_int("batch_size", batch_size, 2)
+        self.num_rounds = num_rounds
+        self.n_starts = n_starts
+        self.max_steps = max_steps
+        self.stuck_fraction = stuck_fraction
+        self.adaptive_sampling = adaptive_sampling
+        self.n_epochs = n_epochs
+        self.batch_size = batch_size
         self.ppo_options: dict[str, Any] = {
-            "learning_rate": check_float("learning_rate", learning_rate, 0, low_open=True),
-            "gamma": check_float("gamma", gamma, 0.0, 1.0),
-            "gae_lambda": check_float("gae_lambda", gae_lambda, 0.0, 1.0),
-            "clip_range": check_float("clip_range", clip_range, 0, low_open=True),
-            "vf_coef": check_float("vf_coef", vf_coef, 0), "ent_coef": check_float("ent_coef", ent_coef, 0),
-            "max_grad_norm": check_float("max_grad_norm", max_grad_norm, 0, low_open=True, finite=False),
+            "learning_rate": learning_rate, "gamma": gamma, "gae_lambda": gae_lambda, "clip_range": clip_range,
+            "vf_coef": vf_coef, "ent_coef": ent_coef, "max_grad_norm": max_grad_norm,
             "n_steps": self.n_epochs * self.batch_size, "batch_size": self.batch_size, "n_epochs": 1,
-            "normalize_advantage": False,
-            "policy_kwargs": {"net_arch": {"pi": _layers("pi_arch", pi_arch), "vf": _layers("vf_arch", vf_arch)}},
+            "normalize_advantage": False, "policy_kwargs": {"net_arch": {"pi": list(pi_arch), "vf": list(vf_arch)}},
         }
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:

@@ -30,7 +30,7 @@ import importlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from tune_gym.envs.canonical import N_SLOTS, CanonicalCodec
 from tune_gym.envs.multi_task import observation, task_observation
 from tune_gym.errors import SpaceError
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import OptionError, check_bool, check_int, show
+from tune_gym.options import Bool, Check, Int, OptionError, check_int, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -90,26 +90,30 @@ def load_policy(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:
     return model, meta
 
 
+def _check_checkpoint(name: str, checkpoint: Any) -> str:
+    if not isinstance(checkpoint, str) or not checkpoint:
+        raise OptionError("rl-policy needs option 'checkpoint', the path of a trained policy.zip")
+    return checkpoint
+
+
 @register("rl-policy", "a PPO / MaskablePPO policy trained across tasks on MultiTune-v0 (scripts/train_rl.py)")
 class RLPolicyAgent(Agent):
-    """A trained ``MultiTune-v0`` policy as a search agent (see the module docstring).
+    """A trained ``MultiTune-v0`` policy as a search agent (see the module docstring; options:
+    ``tune-gym agents rl-policy``)."""
 
-    Args:
-        checkpoint: the policy's ``.zip`` (with its ``.json`` beside it).
-        budget: the trial budget the policy is told about (default: its training budget).
-        deterministic: take the policy's most likely action instead of sampling it (False).
-        resample: extra samples of the policy per batch to replace repeated configs (4).
-    """
-
-    def __init__(self, checkpoint: str = "", budget: int | None = None, deterministic: bool = False,
-                 resample: int = 4) -> None:
-        if not isinstance(checkpoint, str) or not checkpoint:
-            raise OptionError("rl-policy needs option 'checkpoint', the path of a trained policy.zip")
+    def __init__(self, checkpoint: Annotated[str, Check(_check_checkpoint, "path of a policy .zip",
+                                                        help="the policy's .zip (with its .json beside it)")] = "",
+                 budget: Annotated[int | None, Int(1, none=True, help="the trial budget the policy is told about "
+                                                                      "(None: its training budget)")] = None,
+                 deterministic: Annotated[bool, Bool(help="take the policy's most likely action instead of "
+                                                          "sampling it")] = False,
+                 resample: Annotated[int, Int(0, help="extra samples of the policy per batch to replace repeated "
+                                                      "configs")] = 4) -> None:
         self.checkpoint = checkpoint
         self.model, self.meta = load_policy(checkpoint)
-        self.budget = check_int("budget", budget if budget is not None else self.meta["budget"], 1)
-        self.deterministic = check_bool("deterministic", deterministic)
-        self.resample = check_int("resample", resample, 0)
+        self.budget = budget if budget is not None else check_int("budget", self.meta["budget"], 1)
+        self.deterministic = deterministic
+        self.resample = resample
         self.batch_size = int(self.meta["batch_size"])
         self.masked = self.meta["algo"] == "maskable-ppo"
 

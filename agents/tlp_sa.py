@@ -28,15 +28,25 @@ import copy
 import functools
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from agents import pretrained
 from agents.base import register
-from agents.model_based import ModelGuidedAgent, PretrainedAgent, check_checkpoint, make_sa
+from agents.model_based import (
+    CHECKPOINT,
+    EPS,
+    PLAN_SIZE,
+    SA_EARLY_STOP,
+    SA_POINTS,
+    SA_STEPS,
+    ModelGuidedAgent,
+    PretrainedAgent,
+    make_sa,
+)
 from agents.pretrained import CHECKPOINT_DIR
-from tune_gym.options import check_choice, check_int, check_str
+from tune_gym.options import Choice, Int, Str
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -65,28 +75,27 @@ def _encoder(task: Task, preset: str, shape: tuple[int, int]) -> Any:
 
 @register("tlp-sa", "TLP: pretrained schedule-primitive ranking model + SA, fine-tuned online on the task")
 class TLPSAAgent(PretrainedAgent, ModelGuidedAgent):
-    """Simulated annealing over a pretrained TLP model (see the module docstring).
-
-    Args:
-        checkpoint: ``"auto"`` (see :func:`pick_checkpoint`) or a TLP checkpoint (a path,
-            or a name in ``agents/checkpoints/``).
-        fine_tune: ``"decoder"``, ``"all"`` or ``"none"``.
-        fine_tune_epochs: passes over the task's measurements per refit.
-        platform: the MTL head to use (``None``: the model's only head).
-        plan_size, eps, sa_points, sa_steps, sa_early_stop: as ``xgb-sa`` (AutoTVM's 64, 0.05,
-            128, 500, 50).
-    """
+    """Simulated annealing over a pretrained TLP model (see the module docstring; ``checkpoint="auto"``:
+    :func:`pick_checkpoint`). Options: ``tune-gym agents tlp-sa``; the search's defaults are
+    ``xgb-sa``'s (AutoTVM's)."""
 
     needs_schedules = True
 
-    def __init__(self, checkpoint: str = "auto", fine_tune: str = "decoder", fine_tune_epochs: int = 20,
-                 platform: str | None = None, plan_size: int = 64, eps: float = 0.05, sa_points: int = 128,
-                 sa_steps: int = 500, sa_early_stop: int = 50) -> None:
+    def __init__(self, checkpoint: Annotated[str, CHECKPOINT] = "auto",
+                 fine_tune: Annotated[str, Choice(FINE_TUNE, help="what is fine-tuned on the task's measurements "
+                                                  "after each plan: the decoder head, all, or none")] = "decoder",
+                 fine_tune_epochs: Annotated[int, Int(1, help="passes over the task's measurements per "
+                                                              "refit")] = 20,
+                 platform: Annotated[str | None, Str(none=True, help="the MTL head to use (None: the model's only "
+                                                                     "head)")] = None,
+                 plan_size: Annotated[int, PLAN_SIZE] = 64, eps: Annotated[float, EPS] = 0.05,
+                 sa_points: Annotated[int, SA_POINTS] = 128, sa_steps: Annotated[int, SA_STEPS] = 500,
+                 sa_early_stop: Annotated[int, SA_EARLY_STOP] = 50) -> None:
         super().__init__(plan_size, eps, 0, "zero", make_sa(sa_points, sa_steps, sa_early_stop))
-        self.checkpoint = check_checkpoint(checkpoint)
-        self.fine_tune = check_choice("fine_tune", fine_tune, FINE_TUNE)
-        self.fine_tune_epochs = check_int("fine_tune_epochs", fine_tune_epochs, 1)
-        self.platform = check_str("platform", platform, none=True)
+        self.checkpoint = checkpoint
+        self.fine_tune = fine_tune
+        self.fine_tune_epochs = fine_tune_epochs
+        self.platform = platform
 
     def reset(self, space: KnobSpace, task: Task, seed: int | None = None) -> None:
         super().reset(space, task, seed)

@@ -35,16 +35,35 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from agents.base import register
-from agents.model_based import ModelGuidedAgent, make_sa
+from agents.model_based import (
+    EPS,
+    INVALID_OPTION,
+    N_INIT,
+    PLAN_SIZE,
+    SA_EARLY_STOP,
+    SA_POINTS,
+    SA_STEPS,
+    ModelGuidedAgent,
+    make_sa,
+)
 from agents.models.features import KnobFeaturizer, loop_features
 from agents.models.itervar import ItervarFeaturizer, ItervarLayout, raw_itervar
-from agents.models.xgb import FIT_MAX_ROUNDS, FIT_STOPPING_ROUNDS, XGBModel
-from tune_gym.options import OptionError, check_choice, check_int, show
+from agents.models.xgb import (
+    FIT_MAX_ROUNDS,
+    FIT_STOPPING_ROUNDS,
+    LOSS,
+    MAX_ROUNDS,
+    NTHREAD,
+    NUM_ROUNDS,
+    STOPPING_ROUNDS,
+    XGBModel,
+)
+from tune_gym.options import Check, Choice, Int, OptionError, show
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -55,40 +74,28 @@ FEATURES = ("knob", "itervar", "loop")
 
 @register("xgb-sa", "AutoTVM: XGBoost rank model on knob features + simulated annealing, 5% random")
 class XGBSAAgent(ModelGuidedAgent):
-    """AutoTVM's XGBTuner.
-
-    Args:
-        plan_size: configs per plan (AutoTVM's ``plan_size`` default 64).
-        eps: random share of each plan (AutoTVM: the last ``int(0.05 * plan_size)``).
-        features: ``"knob"`` (default: cost, see the module docstring), ``"itervar"``
-            (AutoTVM's default, :mod:`agents.models.itervar`) or ``"loop"`` (MetaSchedule's
-            per-store features summed over stores, what the ``metaschedule`` agent's model
-            reads; about as slow as itervar: ``python -m benchmarks.feature_cost``).
-        loss: ``"rank"`` (AutoTVM's default ``loss_type``) or ``"reg"``.
-        num_rounds: fixed boosting rounds without early stopping (for quick tests); ``None``
-            (default) trains as AutoTVM, up to ``max_rounds`` with early stopping.
-        max_rounds, stopping_rounds: AutoTVM's 8000 and 20.
-        invalid: ``"zero"`` (AutoTVM: failures are throughput 0) or ``"drop"``.
-        sa_points, sa_steps, sa_early_stop: SA's ``parallel_size`` 128, ``n_iter`` 500,
-            ``early_stop`` 50 (AutoTVM's SimulatedAnnealingOptimizer defaults).
-        n_init: measurements before the first fit (default ``plan_size``, as AutoTVM).
-        nthread: XGBoost threads. Default 1, not AutoTVM's "all cores": the models are the
-            same, and on these few hundred rows one thread trains faster (measured 1.5 vs
-            4-20 ms per boosting round on the 2-core dev machine).
+    """AutoTVM's XGBTuner. Its defaults are AutoTVM's (plan_size 64, eps 0.05, SA's
+    ``parallel_size`` 128, ``n_iter`` 500, ``early_stop`` 50, XGBoost up to 8000 rounds stopping
+    after 20), except ``features`` (see the module docstring) and ``nthread`` (1, not all cores:
+    the models are the same, and on these few hundred rows one thread trains faster, 1.5 vs
+    4-20 ms per boosting round on the 2-core dev machine). Options: ``tune-gym agents xgb-sa``.
     """
 
-    def __init__(self, plan_size: int = 64, eps: float = 0.05, features: str = "knob", loss: str = "rank",
-                 num_rounds: int | None = None, max_rounds: int = FIT_MAX_ROUNDS,
-                 stopping_rounds: int = FIT_STOPPING_ROUNDS, invalid: str = "zero", sa_points: int = 128,
-                 sa_steps: int = 500, sa_early_stop: int = 50, n_init: int | None = None,
-                 nthread: int | None = 1) -> None:
+    def __init__(self, plan_size: Annotated[int, PLAN_SIZE] = 64, eps: Annotated[float, EPS] = 0.05,
+                 features: Annotated[str, Choice(FEATURES, help="the model's input: 'knob' (cheap), 'itervar' "
+                                                 "(AutoTVM's default) or 'loop' (MetaSchedule's per-store "
+                                                 "features); the last two cost milliseconds per config")] = "knob",
+                 loss: Annotated[str, LOSS] = "rank", num_rounds: Annotated[int | None, NUM_ROUNDS] = None,
+                 max_rounds: Annotated[int, MAX_ROUNDS] = FIT_MAX_ROUNDS,
+                 stopping_rounds: Annotated[int, STOPPING_ROUNDS] = FIT_STOPPING_ROUNDS,
+                 invalid: Annotated[str, INVALID_OPTION] = "zero", sa_points: Annotated[int, SA_POINTS] = 128,
+                 sa_steps: Annotated[int, SA_STEPS] = 500, sa_early_stop: Annotated[int, SA_EARLY_STOP] = 50,
+                 n_init: Annotated[int | None, N_INIT] = None, nthread: Annotated[int | None, NTHREAD] = 1) -> None:
         super().__init__(plan_size, eps, n_init, invalid, make_sa(sa_points, sa_steps, sa_early_stop))
-        self.features = check_choice("features", features, FEATURES)
+        self.features = features
         self.needs_schedules = self.features != "knob"  # the other features read the TVM program
-        model = XGBModel(loss, num_rounds, nthread=nthread, max_rounds=max_rounds, stopping_rounds=stopping_rounds,
-                         plan_size=self.plan_size)  # checks the model's options
-        self.loss, self.num_rounds, self.nthread = model.loss, model.num_rounds, model.nthread
-        self.max_rounds, self.stopping_rounds = model.max_rounds, model.stopping_rounds
+        self.loss, self.num_rounds, self.nthread = loss, num_rounds, nthread
+        self.max_rounds, self.stopping_rounds = max_rounds, stopping_rounds
 
     def new_model(self, seed: int) -> XGBModel:
         """An unfitted cost model with this agent's settings."""
@@ -150,21 +157,23 @@ class XGBTransferAgent(XGBSAAgent):
     work but cost milliseconds per config (see :mod:`agents.xgb_sa`), on every source
     record too. Its other options are :class:`XGBSAAgent`'s.
 
-    Args:
-        records: record files (JSONL, :mod:`tune_gym.records`) or datasets (``.parquet``,
-            :mod:`tune_gym.datasets`); a bare file name that is not a path here is looked up in
-            the dataset catalog's directories. ``"catalog"`` = every dataset of the catalog (as
-            the catalog grows, so does the transfer: list files for a reproducible benchmark).
-            Only records of other tasks of the same op and target are used.
-        min_seed_records: AutoTVM's ``min_seed_records`` (500).
+    ``records``: a bare file name that is not a path here is looked up in the dataset catalog's
+    directories; ``"catalog"`` is every dataset of the catalog (as the catalog grows, so does the
+    transfer: list files for a reproducible benchmark). Only records of other tasks of the same
+    op and target are used. Options: ``tune-gym agents xgb-sa-transfer``.
     """
 
-    def __init__(self, records: str | Path | Sequence[str | Path] = (), min_seed_records: int = 500,
+    def __init__(self, records: Annotated[str | Path | Sequence[str | Path],
+                                          Check(_check_records, "'catalog', a file or a list of files",
+                                                help="record files (.jsonl) or datasets (.parquet) of other tasks "
+                                                     "to transfer from, or 'catalog'")] = (),
+                 min_seed_records: Annotated[int, Int(0, help="fewest usable records to transfer from (AutoTVM: "
+                                                         "500)")] = 500,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.from_catalog = records == "catalog"
         self.record_paths = [] if self.from_catalog else _record_paths(records)
-        self.min_seed_records = check_int("min_seed_records", min_seed_records, 0)
+        self.min_seed_records = min_seed_records
 
     def make_featurizer(self, space: KnobSpace) -> Any:
         if self.features == "knob":
@@ -269,3 +278,10 @@ def _record_paths(records: Any) -> list[Path]:
         raise OptionError(f"records must be 'catalog', a record or dataset file, or a list of them, "
                           f"got {show(records)}")
     return [Path(p) for p in items]
+
+
+def _check_records(name: str, records: Any) -> Any:
+    """The ``records`` option, checked: ``"catalog"``, or what :func:`_record_paths` takes."""
+    if records != "catalog":
+        _record_paths(records)
+    return records

@@ -21,13 +21,14 @@ pair per row).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
-from tune_gym.options import check_choice, check_int
+from tune_gym.options import Choice, Int, checked_options
 
-__all__ = ["AUTOTVM_PARAMS", "LOSSES", "XGBModel", "average_recall", "recall_curve"]
+__all__ = ["AUTOTVM_PARAMS", "LOSS", "LOSSES", "MAX_ROUNDS", "NTHREAD", "NUM_ROUNDS", "STOPPING_ROUNDS", "XGBModel",
+           "average_recall", "recall_curve"]
 
 #: AutoTVM's XGBoost parameters (xgboost_cost_model.py, ``XGBoostCostModel.__init__``).
 AUTOTVM_PARAMS: dict[str, Any] = {
@@ -42,6 +43,14 @@ LOG_MAX_ROUNDS, LOG_STOPPING_ROUNDS = 400, 100
 LOSSES = ("rank", "reg")
 #: ``_base_model_discount``: ``1 / 2 ** (n / 64)``; the base model is discarded below 0.05.
 DISCOUNT_HALF_LIFE, DISCOUNT_MIN = 64.0, 0.05
+
+# The model's options, declared once for it and for the agents that pass them on.
+LOSS = Choice(LOSSES, help="'rank' (rank:pairwise, AutoTVM's default) or 'reg' (squared error)")
+NUM_ROUNDS = Int(1, none=True, help="fixed boosting rounds without early stopping (None: up to max_rounds with "
+                                    "early stopping, as AutoTVM)")
+NTHREAD = Int(1, none=True, help="XGBoost threads (None: all cores); 1 trains faster on a few hundred rows")
+MAX_ROUNDS = Int(1, help="most boosting rounds with early stopping (AutoTVM: 8000)")
+STOPPING_ROUNDS = Int(1, help="rounds without a better training average recall before stopping (AutoTVM: 20)")
 
 
 def recall_curve(ranks: np.ndarray, n: int | None = None) -> np.ndarray:
@@ -70,17 +79,11 @@ def average_recall(preds: np.ndarray, labels: np.ndarray, n: int) -> float:
 class XGBModel:
     """Gradient-boosted trees on features -> throughput normalized by its maximum.
 
-    Args:
-        loss: ``"rank"`` (``rank:pairwise``, AutoTVM's default) or ``"reg"`` (squared error).
-        num_rounds: a fixed number of boosting rounds without early stopping; ``None``
-            (default) trains as AutoTVM: up to ``max_rounds`` with early stopping.
+    Args (declared in the signature: :data:`LOSS`, :data:`NUM_ROUNDS`, ...):
         seed: XGBoost's seed and the seed of the row shuffle.
         nthread: threads for training and prediction. Default 1, not AutoTVM's ``None`` (all
             cores): the model is the same, and on a few hundred rows one thread is faster
-            (measured 1.5 vs 4-20 ms per round on the 2-core dev machine); None: all cores.
-        max_rounds: the round cap with early stopping (AutoTVM: 8000).
-        stopping_rounds: rounds without improvement of the training average recall before
-            stopping (AutoTVM: 20).
+            (measured 1.5 vs 4-20 ms per round on the 2-core dev machine).
         plan_size: ``N`` of the recall@N stopping metric when :meth:`fit` is not given one
             (AutoTVM passes the tuner's plan size, 64).
 
@@ -88,16 +91,19 @@ class XGBModel:
         OptionError: an option of the wrong type or out of range (naming it).
     """
 
-    def __init__(self, loss: str = "rank", num_rounds: int | None = None, seed: int = 0, nthread: int | None = 1,
-                 max_rounds: int = FIT_MAX_ROUNDS, stopping_rounds: int = FIT_STOPPING_ROUNDS,
-                 plan_size: int = 64) -> None:
-        self.loss = check_choice("loss", loss, LOSSES)
-        self.num_rounds = check_int("num_rounds", num_rounds, 1, none=True)
+    @checked_options
+    def __init__(self, loss: Annotated[str, LOSS] = "rank", num_rounds: Annotated[int | None, NUM_ROUNDS] = None,
+                 seed: int = 0, nthread: Annotated[int | None, NTHREAD] = 1,
+                 max_rounds: Annotated[int, MAX_ROUNDS] = FIT_MAX_ROUNDS,
+                 stopping_rounds: Annotated[int, STOPPING_ROUNDS] = FIT_STOPPING_ROUNDS,
+                 plan_size: Annotated[int, Int(1, help="N of the recall@N stopping metric")] = 64) -> None:
+        self.loss = loss
+        self.num_rounds = num_rounds
         self.seed = seed
-        self.nthread = check_int("nthread", nthread, 1, none=True)
-        self.max_rounds = check_int("max_rounds", max_rounds, 1)
-        self.stopping_rounds = check_int("stopping_rounds", stopping_rounds, 1)
-        self.plan_size = check_int("plan_size", plan_size, 1)
+        self.nthread = nthread
+        self.max_rounds = max_rounds
+        self.stopping_rounds = stopping_rounds
+        self.plan_size = plan_size
         self.booster: Any = None
         self.base: XGBModel | None = None  # a transferred model whose margin is the base margin
         self.n_samples = 0  # rows of the latest fit (the discount's n)
