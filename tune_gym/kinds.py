@@ -94,10 +94,14 @@ class TargetOption:
 
 @dataclass(frozen=True)
 class BackendEntry:
-    """A measurement backend of a kind: ``factory(**options) -> Backend`` and one line of help."""
+    """A measurement backend of a kind: ``factory(**options) -> Backend``, one line of help, and
+    ``options``: where its options are declared (a dataclass or function whose ``Annotated``
+    hints hold :class:`tune_gym.options.Option` declarations; ``None``: the factory itself), for
+    :func:`tune_gym.measure.backend_options`."""
 
     factory: Ref
     help: str
+    options: Ref | None = None
 
 
 @dataclass(frozen=True)

@@ -373,18 +373,26 @@ def declared_options(obj: Any) -> dict[str, Option]:
 _F = typing.TypeVar("_F", bound=Callable[..., Any])
 
 
-def checked_options(function: _F) -> _F:
+@overload
+def checked_options(function: _F, *, who: str = ...) -> _F: ...
+@overload
+def checked_options(function: None = ..., *, who: str = ...) -> Callable[[_F], _F]: ...
+def checked_options(function: _F | None = None, *, who: str = "") -> _F | Callable[[_F], _F]:
     """Decorator: every argument of ``function`` declared with an :class:`Option`, given or
     defaulted, is checked before the body runs, which gets the checked values (the first bad one
-    is an :class:`OptionError` naming it). Hints are resolved at the first call."""
+    is an :class:`OptionError` naming it, after ``"{who}: "`` with ``@checked_options(who=...)``).
+    Hints are resolved at the first call."""
+    if function is None:
+        return functools.partial(checked_options, who=who)
     signature = inspect.signature(function)
+    prefix = f"{who}: " if who else ""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         for name, option in declared_options(function).items():
-            bound.arguments[name] = option.check(name, bound.arguments[name])
+            bound.arguments[name] = option.check(prefix + name, bound.arguments[name])
         return function(*bound.args, **bound.kwargs)
 
     return typing.cast(_F, wrapper)

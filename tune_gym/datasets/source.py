@@ -16,20 +16,43 @@ description is stored). Record files (JSONL) carry no fingerprint: their space i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from tune_gym import kinds
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.reference import Reference
-from tune_gym.options import check_choice
+from tune_gym.options import Check, Choice, OptionError, check_choice, show
 from tune_gym.space import KnobSpace
 from tune_gym.tasks.task import Task
 
-__all__ = ["SPACES", "DataSource"]
+__all__ = ["DATA", "SPACES", "SPACES_OPTION", "DataSource", "check_data"]
 
 #: What a dataset is checked against (see the module docstring).
 SPACES = ("task", "recorded")
+
+
+def check_data(name: str, data: Any) -> Any:
+    """A backend's ``dataset`` option: ``None`` (the catalog), a path, a
+    :class:`~tune_gym.datasets.Dataset`, a record, or a list of these (the files are read, and
+    checked, by :class:`DataSource`)."""
+    from tune_gym.datasets import Dataset
+    from tune_gym.records import Record
+
+    one = (str, os.PathLike, Dataset, Record)
+    if data is None or isinstance(data, one) or (isinstance(data, (list, tuple)) and all(isinstance(d, one)
+                                                                                       for d in data)):
+        return data
+    raise OptionError(f"{name} must be a path, a Dataset, records or a list of them, or None (the catalog), "
+                      f"got {show(data)}")
+
+
+# The data options of the backends that read datasets (replay, surrogate), declared once.
+DATA = Check(check_data, "path, Dataset, records, a list of them, or None",
+             help="the data: .parquet datasets or .jsonl record files (None: each task's dataset in the catalog)")
+SPACES_OPTION = Choice(SPACES, help="the space the data is checked against: the task's today ('task', built with "
+                                    "TVM) or the one it was recorded under ('recorded', without TVM)")
 
 
 class DataSource:

@@ -9,10 +9,10 @@ from typing import Any
 from tune_gym import kinds
 from tune_gym.measure.base import BACKEND_METHODS, Backend
 from tune_gym.measure.result import ERROR_KINDS, MeasureResult
-from tune_gym.options import OptionError, show
+from tune_gym.options import OptionDoc, OptionError, option_table, show
 
-__all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "backend_ids", "is_backend", "make_backend",
-           "missing_methods", "resolve_backend"]
+__all__ = ["BACKENDS", "ERROR_KINDS", "Backend", "MeasureResult", "backend_ids", "backend_options", "is_backend",
+           "make_backend", "missing_methods", "resolve_backend"]
 
 #: The core's backend ids; registered target kinds add theirs (:func:`backend_ids`).
 CORE_BACKENDS = ("live", "replay", "surrogate", "rpc")
@@ -101,6 +101,34 @@ def make_backend(name: str, **options: Any) -> Backend:
                               "a backend subclasses tune_gym.measure.Backend")
         return made  # type: ignore[no-any-return]
     raise OptionError(f"unknown backend {show(name)}; known backends: {', '.join(backend_ids())}")
+
+
+def backend_options(name: str) -> list[OptionDoc]:
+    """The options table of a backend id (name, default, allowed values, help), read from where
+    its options are declared: :class:`~tune_gym.measure.live.LiveConfig` (``live``),
+    :class:`~tune_gym.measure.rpc.RPCConfig` (``rpc``), the constructors of
+    :class:`~tune_gym.measure.replay.ReplayBackend` and
+    :class:`~tune_gym.measure.surrogate.SurrogateBackend`, or a kind's
+    :attr:`~tune_gym.kinds.BackendEntry.options`.
+
+    Raises:
+        OptionError: unknown backend id.
+    """
+    if name in ("live", "rpc"):
+        from tune_gym.measure.live import LiveConfig
+        from tune_gym.measure.rpc import RPCConfig
+
+        return option_table(LiveConfig if name == "live" else RPCConfig)
+    if name in ("replay", "surrogate"):
+        from tune_gym.measure.replay import ReplayBackend
+        from tune_gym.measure.surrogate import SurrogateBackend
+
+        return option_table(ReplayBackend if name == "replay" else SurrogateBackend)
+    kind = kinds.owner_of_backend(name) if isinstance(name, str) else None
+    if kind is None:
+        raise OptionError(f"unknown backend {show(name)}; known backends: {', '.join(backend_ids())}")
+    entry = kind.backends[name]
+    return option_table(kinds.load(entry.options or entry.factory))
 
 
 def is_backend(obj: Any) -> bool:

@@ -41,65 +41,66 @@ import sys
 import tempfile
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Self, TypeVar
+from typing import IO, Annotated, Any, Self, TypeVar
 
 from tune_gym.host import host_cores
 from tune_gym.measure.base import Backend
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import OptionError, check_bool, check_float, check_int, check_keys, show
+from tune_gym.options import Bool, Check, Float, Int, Option, OptionError, check_fields, check_keys, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
 __all__ = ["ADAPTIVE_OPTIONS", "BuiltBatch", "LiveBackend", "LiveConfig", "ProcessBackend", "WorkDir", "build_batch",
            "error_message", "make_build_pool", "sweep_workdirs"]
 
-#: Options of the adaptive evaluator (:func:`tune_gym.measure.adaptive.adaptive_costs`), each
-#: with its check: ``LiveConfig.adaptive`` takes a dict of some of them.
-ADAPTIVE_OPTIONS: dict[str, Callable[[str, Any], Any]] = {
-    "micro_batch": lambda name, v: check_int(name, v, 1),
-    "max_runs": lambda name, v: check_int(name, v, 1),
-    "cv_threshold": lambda name, v: check_float(name, v, 0, low_open=True),
-    "min_batches": lambda name, v: check_int(name, v, 1),
+#: Options of the adaptive evaluator (:func:`tune_gym.measure.adaptive.adaptive_costs`), declared:
+#: ``LiveConfig.adaptive`` takes a dict of some of them.
+ADAPTIVE_OPTIONS: dict[str, Option] = {
+    "micro_batch": Int(1, help="calls per micro-batch (50)"),
+    "max_runs": Int(1, help="the repeat budget a fixed evaluator would spend (500)"),
+    "cv_threshold": Float(0, low_open=True, help="stop when the CV of the micro-batch throughputs is below this (0.1)"),
+    "min_batches": Int(1, help="micro-batches needed before the rule may stop (3)"),
 }
+
+
+def _adaptive_options(name: str, adaptive: Any) -> dict[str, Any] | None:
+    """``LiveConfig.adaptive`` checked: ``None``, or a dict of :data:`ADAPTIVE_OPTIONS` (copied)."""
+    if adaptive is None:
+        return None
+    if not isinstance(adaptive, dict):
+        raise OptionError(f"{name} must be None or a dict of {', '.join(ADAPTIVE_OPTIONS)} "
+                          f"(all optional), got {show(adaptive)}")
+    check_keys(name, adaptive, ADAPTIVE_OPTIONS)
+    return {key: ADAPTIVE_OPTIONS[key].check(f"{name} {key}", value) for key, value in adaptive.items()}
 
 
 @dataclass
 class LiveConfig:
-    """Settings of the live backend, checked when made (:meth:`validate`): a bad value is an
+    """Settings of the live backend, each field declared once (type, range, help: the table of
+    :func:`tune_gym.options.option_table`, on the documentation's backends page) and checked when
+    the config is made (:meth:`validate`): a bad value is an
     :class:`~tune_gym.options.OptionError` before anything is built or measured.
-
-    Attributes:
-        number: kernel calls averaged into one cost (an integer >= 1).
-        repeat: costs recorded per config (an integer >= 1).
-        min_repeat_ms: each repeat lasts at least this long (``number`` grows to fit; an
-            integer >= 0).
-        flush_cache: flush the CPU cache before each repeat (TVM's cache_flush preproc).
-        build_workers: parallel build processes (an integer >= 1; default: the host's core count).
-        build_timeout: seconds before a build is killed (a finite number > 0).
-        run_timeout: seconds before a timing run is killed (a finite number > 0).
-        check_correctness: compare the first running kernel of each task with PyTorch.
-        check_all: with ``check_correctness``, compare every running kernel, not only the first
-            of each task (the reference output is computed once per task in the runner).
-        adaptive: AdaTune's adaptive evaluator instead of fixed repeats (None = off); a dict
-            of :func:`tune_gym.measure.adaptive.adaptive_costs` options (:data:`ADAPTIVE_OPTIONS`).
-        recycle_after: jobs per worker process before it is restarted (an integer >= 1).
-        seed: seed of the random inputs (an integer >= 0).
     """
 
-    number: int = 1
-    repeat: int = 3
-    min_repeat_ms: int = 50
-    flush_cache: bool = False
-    build_workers: int | None = None
-    build_timeout: float = 60.0
-    run_timeout: float = 30.0
-    check_correctness: bool = True
-    check_all: bool = False
-    adaptive: dict[str, Any] | None = None
-    recycle_after: int = 256
-    seed: int = 0
+    number: Annotated[int, Int(1, help="kernel calls averaged into one cost")] = 1
+    repeat: Annotated[int, Int(1, help="costs recorded per config")] = 3
+    min_repeat_ms: Annotated[int, Int(0, help="each repeat lasts at least this long (number grows to fit)")] = 50
+    flush_cache: Annotated[bool, Bool(help="flush the CPU cache before each repeat (TVM's cache_flush)")] = False
+    build_workers: Annotated[int | None, Int(1, none=True, help="parallel build processes (None: the host's "
+                                                                "cores)")] = None
+    build_timeout: Annotated[float, Float(0, low_open=True, help="seconds before a build is killed")] = 60.0
+    run_timeout: Annotated[float, Float(0, low_open=True, help="seconds before a timing run is killed")] = 30.0
+    check_correctness: Annotated[bool, Bool(help="compare the first running kernel of each task with "
+                                                 "PyTorch")] = True
+    check_all: Annotated[bool, Bool(help="with check_correctness, compare every running kernel, not only the "
+                                         "first of each task")] = False
+    adaptive: Annotated[dict[str, Any] | None,
+                        Check(_adaptive_options, f"None or a dict of {', '.join(ADAPTIVE_OPTIONS)}",
+                              help="AdaTune's adaptive evaluator instead of fixed repeats (None: off)")] = None
+    recycle_after: Annotated[int, Int(1, help="jobs per worker process before it is restarted")] = 256
+    seed: Annotated[int, Int(0, help="seed of the random inputs")] = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -107,18 +108,7 @@ class LiveConfig:
     def validate(self) -> None:
         """Check every field, type and range, and normalize it (``OptionError`` names the first
         bad one: ``"LiveConfig: repeat must be an integer >= 1, got 0"``)."""
-        who = type(self).__name__
-        for name in ("number", "repeat", "recycle_after"):
-            setattr(self, name, check_int(f"{who}: {name}", getattr(self, name), 1))
-        self.min_repeat_ms = check_int(f"{who}: min_repeat_ms", self.min_repeat_ms, 0)
-        self.seed = check_int(f"{who}: seed", self.seed, 0)
-        self.build_workers = check_int(f"{who}: build_workers", self.build_workers, 1, none=True)
-        for name in ("build_timeout", "run_timeout"):
-            setattr(self, name, check_float(f"{who}: {name}", getattr(self, name), 0, low_open=True))
-        self.flush_cache = check_bool(f"{who}: flush_cache", self.flush_cache)
-        self.check_correctness = check_bool(f"{who}: check_correctness", self.check_correctness)
-        self.check_all = check_bool(f"{who}: check_all", self.check_all)
-        self.adaptive = _adaptive_options(who, self.adaptive)
+        check_fields(self, type(self).__name__)
 
     @property
     def run_limit(self) -> float:
@@ -358,17 +348,6 @@ def error_message(err: Any) -> str:
     text = str(err).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return "\n".join(lines[-6:])[:2000] or type(err).__name__
-
-
-def _adaptive_options(who: str, adaptive: Any) -> dict[str, Any] | None:
-    """``LiveConfig.adaptive`` checked: ``None``, or a dict of :data:`ADAPTIVE_OPTIONS` (copied)."""
-    if adaptive is None:
-        return None
-    if not isinstance(adaptive, dict):
-        raise OptionError(f"{who}: adaptive must be None or a dict of {', '.join(ADAPTIVE_OPTIONS)} "
-                          f"(all optional), got {show(adaptive)}")
-    check_keys(f"{who}: adaptive", adaptive, ADAPTIVE_OPTIONS)
-    return {key: ADAPTIVE_OPTIONS[key](f"{who}: adaptive {key}", value) for key, value in adaptive.items()}
 
 
 #: Names of :class:`WorkDir` directories: ``tune_gym_<owner pid>_<random>``.

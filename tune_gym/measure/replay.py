@@ -20,14 +20,16 @@ are the same on every machine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
+from tune_gym.datasets.source import DATA, SPACES_OPTION
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
+from tune_gym.options import Check, OptionError, checked_options, show
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -67,26 +69,34 @@ class ReplayTable:
         return out, np.flatnonzero(~found)
 
 
+def _check_fallback(name: str, fallback: Any) -> Any:
+    """``ReplayBackend``'s ``fallback``: a backend object or ``None`` (:func:`tune_gym.measure.make_backend`
+    also takes a backend id, which it makes)."""
+    from tune_gym.measure import is_backend
+
+    if fallback is not None and not is_backend(fallback):
+        raise OptionError(f"{name} must be a backend object or None, got {show(fallback)}")
+    return fallback
+
+
 class ReplayBackend(Backend):
     """Serves recorded results. ``name = "replay"``.
 
-    Args:
-        dataset: what to serve: a path (``.parquet`` dataset or ``.jsonl`` record file), a
-            :class:`tune_gym.datasets.Dataset`, tuning records, or a list of these. ``None``
-            (the default) looks each task up in the dataset catalog.
-        fallback: a backend that answers configs the data does not hold (a surrogate);
-            ``None`` makes them an error.
-        spaces: which space the data is checked against: ``"task"`` (default), the task's
-            space today, built with TVM; ``"recorded"``, the space each dataset was recorded
-            under, rebuilt from its stored description without TVM
-            (:mod:`tune_gym.datasets.spaces`). With ``"recorded"``, :meth:`recorded_space` gives
-            that space, and ``Tune-v0`` uses it (it then observes ``knobs``: such a space has no
-            schedules to encode).
+    Options (declared in the signature; the table: :func:`tune_gym.measure.backend_options`).
+    ``fallback``: without one, a config the data does not hold is an error. ``spaces="recorded"``
+    rebuilds each dataset's space from its stored description (:mod:`tune_gym.datasets.spaces`);
+    :meth:`recorded_space` gives that space, and ``Tune-v0`` uses it (it then observes ``knobs``:
+    such a space has no schedules to encode).
     """
 
     name = "replay"
 
-    def __init__(self, dataset: Any = None, fallback: Any = None, spaces: str = "task") -> None:
+    @checked_options(who="replay")
+    def __init__(self, dataset: Annotated[Any, DATA] = None,
+                 fallback: Annotated[Any, Check(_check_fallback, "backend object or None; by id: 'surrogate' or 'live'",
+                                                help="answers configs the data does not hold (by id: made with "
+                                                     "fallback_options, a surrogate on the same data)")] = None,
+                 spaces: Annotated[str, SPACES_OPTION] = "task") -> None:
         from tune_gym.datasets.source import DataSource
 
         self.fallback = fallback

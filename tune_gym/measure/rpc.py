@@ -55,7 +55,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.live import (
@@ -68,7 +68,7 @@ from tune_gym.measure.live import (
     make_build_pool,
 )
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import check_callable, check_float, check_int, check_str
+from tune_gym.options import Float, Func, Int, Str
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -85,45 +85,30 @@ class RPCConfig(LiveConfig):
     """Settings of the RPC backend: the :class:`LiveConfig` fields (timing: ``number``,
     ``repeat``, ``min_repeat_ms``, ``flush_cache``, ``adaptive``; builds: ``build_workers``,
     ``build_timeout``, ``recycle_after``; ``check_correctness``, ``check_all``, ``seed``; ``run_timeout`` is
-    per config on a device, upload and load included), and the ones below; all are checked
-    when the config is made (:meth:`validate`).
-
-    Attributes:
-        tracker: the tracker's address, ``"host:port"``.
-        key: the device key the servers registered with (``rpc_server --key``).
-        devices: devices used in parallel (``None``: every device of the key the tracker
-            reports free at the start of each batch, at least one).
-        session_timeout: seconds after which a server ends a session (``0``: never); a
-            session lasts one ``measure`` call.
-        request_timeout: seconds to wait for a device when none holds a session.
-        connect_timeout: seconds to wait for the tracker's TCP connection.
-        priority: priority of the requests in the tracker's queue.
-        on_result: called in a device's thread after each config it ran, with the
-            :class:`RemoteDevice`, the config's index in the batch and its result.
+    per config on a device, upload and load included), and the ones below, each declared once;
+    all are checked when the config is made (:meth:`validate`).
     """
 
-    tracker: str = "127.0.0.1:9190"
-    key: str = "local"
-    devices: int | None = None
-    session_timeout: float = 0.0
-    request_timeout: float = 60.0
-    connect_timeout: float = 5.0
-    priority: int = 1
-    on_result: Callable[[RemoteDevice, int, MeasureResult], None] | None = None
+    tracker: Annotated[str, Str(help="the tracker's address, host:port")] = "127.0.0.1:9190"
+    key: Annotated[str, Str(help="the device key the servers registered with (rpc_server --key)")] = "local"
+    devices: Annotated[int | None, Int(1, none=True, help="devices used in parallel (None: every device of the key "
+                                                          "free at the start of each batch)")] = None
+    session_timeout: Annotated[float, Float(0, help="seconds after which a server ends a session, which lasts one "
+                                                    "measure call (0: never)")] = 0.0
+    request_timeout: Annotated[float, Float(0, low_open=True, help="seconds to wait for a device when none holds "
+                                                                   "a session")] = 60.0
+    connect_timeout: Annotated[float, Float(0, low_open=True, help="seconds to wait for the tracker's TCP "
+                                                                   "connection")] = 5.0
+    priority: Annotated[int, Int(help="priority of the requests in the tracker's queue")] = 1
+    on_result: Annotated[Callable[[RemoteDevice, int, MeasureResult], None] | None,
+                         Func(help="called in a device's thread after each config it ran, with the device, the "
+                                   "config's index in the batch and its result")] = None
 
     def validate(self) -> None:
-        """Check the :class:`LiveConfig` fields and these (``OptionError`` names the first bad one;
-        a malformed ``tracker`` is a :class:`TrackerError`)."""
+        """Check every field (:meth:`LiveConfig.validate`; ``OptionError`` names the first bad one)
+        and parse ``tracker`` (a malformed one is a :class:`TrackerError`)."""
         super().validate()
-        who = type(self).__name__
-        tracker_address(check_str(f"{who}: tracker", self.tracker))
-        self.key = check_str(f"{who}: key", self.key)
-        self.devices = check_int(f"{who}: devices", self.devices, 1, none=True)
-        self.session_timeout = check_float(f"{who}: session_timeout", self.session_timeout, 0)
-        for name in ("request_timeout", "connect_timeout"):
-            setattr(self, name, check_float(f"{who}: {name}", getattr(self, name), 0, low_open=True))
-        self.priority = check_int(f"{who}: priority", self.priority)
-        check_callable(f"{who}: on_result", self.on_result)
+        tracker_address(self.tracker)
 
 
 def tracker_address(text: str) -> tuple[str, int]:

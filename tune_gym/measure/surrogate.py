@@ -61,15 +61,16 @@ import collections
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
+from tune_gym.datasets.source import DATA
 from tune_gym.errors import TuneGymError
 from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import check_bool, check_int
+from tune_gym.options import Bool, Int, checked_options
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 
@@ -403,20 +404,19 @@ class SurrogateBackend(Backend):
     :meth:`report` asked for): first on a held-out split for the fidelity report, then on all
     rows for the model it serves.
 
-    Args:
-        dataset: the data to fit on: a path (``.parquet`` dataset or ``.jsonl`` record file),
-            a :class:`tune_gym.datasets.Dataset`, tuning records, or a list of these.
-            ``None`` (the default) looks each task up in the dataset catalog.
-        seed: the noise seed (and XGBoost's): the same seed gives the same results.
-        noise: draw per-repeat noise from the recorded repeats; ``False`` returns the
-            prediction for every repeat.
+    Options (declared in the signature; the table: :func:`tune_gym.measure.backend_options`):
+    ``dataset`` is the data to fit on; the same ``seed`` gives the same results.
     """
 
     name = "surrogate"
 
-    def __init__(self, dataset: Any = None, seed: int = 0, noise: bool = True) -> None:
-        self.seed = check_int("surrogate: seed", seed, 0)
-        self.noise = check_bool("surrogate: noise", noise)
+    @checked_options(who="surrogate")
+    def __init__(self, dataset: Annotated[Any, DATA] = None,
+                 seed: Annotated[int, Int(0, help="the noise seed (and XGBoost's)")] = 0,
+                 noise: Annotated[bool, Bool(help="draw per-repeat noise from the recorded repeats (False: the "
+                                                  "prediction for every repeat)")] = True) -> None:
+        self.seed = seed
+        self.noise = noise
         from tune_gym.datasets.source import DataSource
 
         self.data = DataSource(dataset, "surrogate")

@@ -28,7 +28,7 @@ from typing import Any
 from tune_gym.measure.base import Backend
 from tune_gym.measure.reference import Reference
 from tune_gym.measure.result import MeasureResult
-from tune_gym.options import OptionError, check_float, check_int
+from tune_gym.options import OptionError, declared_options
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
 from tune_gym.vta.hardware import VTAHardware
@@ -61,7 +61,9 @@ class VTASimBackend(Backend):
             raise OptionError("give the vta-sim timing either as a VTATiming or as options, not both")
         if timing is not None and not isinstance(timing, VTATiming):
             raise OptionError(f"vta-sim timing must be a VTATiming, got {type(timing).__name__}")
-        self.timing = timing or VTATiming(**{name: _checked(name, value) for name, value in options.items()})
+        declared = declared_options(VTATiming)
+        self.timing = timing or VTATiming(**{name: declared[name].check(f"vta-sim: {name}", value)
+                                             for name, value in options.items()})
 
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
         """Simulate ``configs`` of a ``vta`` task (its space must be a VTASpace)."""
@@ -96,13 +98,3 @@ class VTASimBackend(Backend):
         """Nothing to release."""
 
 
-def _checked(name: str, value: Any) -> Any:
-    """A :class:`VTATiming` option checked by its field's type: counts are integers (``sim_steps``
-    >= 1, the rest >= 0), rates finite numbers (``clock_mhz`` and ``dram_bytes_per_cycle`` > 0)."""
-    if _FIELD_TYPES[name] == "int":
-        return check_int(f"vta-sim: {name}", value, 1 if name == "sim_steps" else 0)
-    positive = name in ("clock_mhz", "dram_bytes_per_cycle")
-    return check_float(f"vta-sim: {name}", value, 0, low_open=positive)
-
-
-_FIELD_TYPES = {f.name: str(f.type) for f in fields(VTATiming)}

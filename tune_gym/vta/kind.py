@@ -58,7 +58,8 @@ KIND = TaskKind(
     backends={"vta-sim": BackendEntry(
         "tune_gym.vta.backend:VTASimBackend",
         "the simulated VTA's latency model answers configs of vta tasks; options: the fields of "
-        "tune_gym.vta.model.VTATiming (clock_mhz, dram_bytes_per_cycle, ...)")},
+        "tune_gym.vta.model.VTATiming (clock_mhz, dram_bytes_per_cycle, ...)",
+        options="tune_gym.vta.model:VTATiming")},
     suites={"deepbench": "tune_gym.vta.workloads:deepbench_suite",
             "resnet18_vta": "tune_gym.vta.workloads:resnet18_vta_suite"},
     default_observation="knobs",

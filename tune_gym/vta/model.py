@@ -71,8 +71,9 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any
 
+from tune_gym.options import Float, Int
 from tune_gym.vta.hardware import DMA_FIELD_MAX, UOP_BYTES, VTAHardware
 
 __all__ = ["LOOP_ORDERS", "RULES", "VTAConv", "VTAEstimate", "VTAPlan", "VTATiming", "Violation", "dma_dims",
@@ -367,28 +368,21 @@ class VTATiming:
     Defaults: a PYNQ-class VTA (100 MHz, one 64-bit AXI beat per cycle); the per-instruction
     overheads are those of VTA's own static cost table (``vta/config/vta_cost.py``: 150 cycles
     per DMA, 80 per GEMM, 46 per ALU instruction); the ALU requantizes with 3 immediate ops
-    (shift, max, min) at one vector per cycle. None of them is measured here.
-
-    Attributes:
-        clock_mhz: core clock.
-        dram_bytes_per_cycle: DRAM bandwidth of the DMA engines, bytes per cycle.
-        dma_setup: cycles per load / store instruction beyond its data beats.
-        gemm_setup: cycles per GEMM (and reset) instruction beyond its ops.
-        alu_setup: cycles per ALU instruction beyond its vectors.
-        alu_ops: ALU instructions per output tile.
-        alu_cycles_per_vector: cycles per ``BATCH x BLOCK_OUT`` vector of an ALU instruction.
-        sim_steps: step budget of the event simulation before it extrapolates (at least 8
-            output-tile groups are always simulated).
+    (shift, max, min) at one vector per cycle. None of them is measured here. Each field is
+    declared once (the ``vta-sim`` backend's options table).
     """
 
-    clock_mhz: float = 100.0
-    dram_bytes_per_cycle: float = 8.0
-    dma_setup: int = 150
-    gemm_setup: int = 80
-    alu_setup: int = 46
-    alu_ops: int = 3
-    alu_cycles_per_vector: float = 1.0
-    sim_steps: int = 4096
+    clock_mhz: Annotated[float, Float(0, low_open=True, help="core clock, MHz")] = 100.0
+    dram_bytes_per_cycle: Annotated[float, Float(0, low_open=True, help="DRAM bandwidth of the DMA engines, "
+                                                                        "bytes per cycle")] = 8.0
+    dma_setup: Annotated[int, Int(0, help="cycles per load / store instruction beyond its data beats")] = 150
+    gemm_setup: Annotated[int, Int(0, help="cycles per GEMM (and reset) instruction beyond its ops")] = 80
+    alu_setup: Annotated[int, Int(0, help="cycles per ALU instruction beyond its vectors")] = 46
+    alu_ops: Annotated[int, Int(0, help="ALU instructions per output tile")] = 3
+    alu_cycles_per_vector: Annotated[float, Float(0, help="cycles per BATCH x BLOCK_OUT vector of an ALU "
+                                                          "instruction")] = 1.0
+    sim_steps: Annotated[int, Int(1, help="step budget of the event simulation before it extrapolates (8 "
+                                          "output-tile groups are always simulated)")] = 4096
 
     def __post_init__(self) -> None:
         for f in fields(self):
