@@ -17,8 +17,14 @@ __all__ = ["register"]
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from agents.base import list_agents, unavailable_agents
+    from agents.base import list_agents, options_of, unavailable_agents
+    from tune_gym.options import table_lines
 
+    if args.agent:
+        rows = options_of(args.agent)
+        print(f"{args.agent}: {len(rows)} option{'s' if len(rows) != 1 else ''} (-o KEY=VALUE)")
+        print("\n".join(table_lines(rows)))
+        return 0
     for agent_id, description in list_agents().items():
         print(f"  {agent_id:<18} {description}")
     for agent_id, why in unavailable_agents().items():
@@ -190,23 +196,27 @@ def register(sub: Any) -> None:
 
     kind_backends = _kind_backends_help()
 
-    p = sub.add_parser("agents", help="list search agents")
+    p = sub.add_parser("agents", help="list search agents, or one agent's options")
+    p.add_argument("agent", nargs="?", help="print this agent's options: default, allowed values, meaning")
     p.set_defaults(fn=cmd_agents)
 
-    p = sub.add_parser("tune", help="tune one task live on this machine with an agent")
+    p = sub.add_parser("tune", help="tune one task live on this machine with an agent",
+                       epilog="`tune-gym agents ID` lists an agent's options (-o), `tune-gym backends ID` a "
+                              "backend's (-b).")
     p.add_argument("task")
     p.add_argument("--trials", type=int, default=64, help="budget of unique measured configs")
     p.add_argument("--batch", type=int, default=8, help="configs per step (an agent's own plan size still holds)")
     p.add_argument("--log", type=Path, help="JSONL record file (appended)")
     p.add_argument("--resume", action="store_true", help="skip configs already in --log")
     p.add_argument("--agent", default="random", help="agent id (see `tune-gym agents`)")
-    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE", help="agent option")
+    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="agent option (`tune-gym agents ID` lists them)")
     p.add_argument("--backend", default="live", choices=BACKENDS,
                    help="what measures: live (this machine, the default), replay / surrogate (a dataset), "
                         "rpc (devices of a TVM RPC tracker: -b tracker=HOST:PORT -b key=KEY)" + kind_backends)
     p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
-                   help="backend option (live and rpc: LiveConfig fields such as repeat, number, "
-                        "min_repeat_ms; rpc: tracker, key, devices; a kind's backend: see --backend)")
+                   help="backend option (`tune-gym backends ID` lists them; live and rpc: LiveConfig fields "
+                        "such as repeat, number, min_repeat_ms; rpc: tracker, key, devices)")
     p.add_argument("--adaptive", action="store_true",
                    help="AdaTune's adaptive evaluator (micro-batches of 50 runs, stop at CV < 0.1, at most 500 runs)")
     p.add_argument("--seed", type=int, default=0)

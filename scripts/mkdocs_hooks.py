@@ -4,8 +4,11 @@ Nothing here is committed twice: the site's agent and leaderboard pages are gene
 sources they describe on every build.
 
 * One page per agent of the registry (:func:`agents.base.agent_classes`): the module docstring and
-  the class (both rendered by mkdocstrings from the source), and a table of its options with
-  their defaults, read from the class's constructor (:func:`agents.base.option_names`).
+  the class (both rendered by mkdocstrings from the source), and a table of its options (default,
+  allowed values, meaning) read from the declarations in the class's constructor
+  (:func:`tune_gym.options.option_table`).
+* The backends page ends with a table of each backend's options, read the same way
+  (:func:`tune_gym.measure.backend_options`).
 * The leaderboard: ``LEADERBOARD.md`` (suite ``standard``) and every
   ``benchmarks/results/leaderboard/*.md`` with their PNG plots, under ``leaderboard/``.
 * The API reference: one page per top-level module or subpackage of ``tune_gym``, rendering
@@ -14,7 +17,6 @@ sources they describe on every build.
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # document this checkout's code, not an installed copy
     sys.path.insert(0, str(ROOT))
 
-from agents.base import agent_classes, option_names  # noqa: E402
+from agents.base import agent_classes  # noqa: E402
+from tune_gym.measure import backend_ids, backend_options  # noqa: E402
+from tune_gym.options import OptionDoc, option_table  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "leaderboard"
 RESULTS_PREFIX = "benchmarks/results/leaderboard/"
@@ -79,19 +83,26 @@ def api_index() -> str:
                       "| page | modules |", "|---|---:|", *rows, ""])
 
 
-def option_defaults(cls: type) -> list[tuple[str, str]]:
-    """``(option, default)`` of an agent class's options, in constructor order (``required``
-    where the option has no default)."""
-    params: dict[str, inspect.Parameter] = {}
-    for klass in cls.__mro__:
-        if "__init__" in vars(klass):
-            for p in list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]:
-                params.setdefault(p.name, p)
-    rows = []
-    for name in option_names(cls):
-        default = params[name].default
-        rows.append((name, "required" if default is inspect.Parameter.empty else f"`{default!r}`"))
-    return rows
+def options_markdown(rows: list[OptionDoc]) -> list[str]:
+    """An options table in markdown: option | default | allowed | meaning."""
+    def cell(text: str) -> str:
+        return text.replace("|", "&#124;")
+
+    lines = ["| option | default | allowed | meaning |", "|---|---|---|---|"]
+    for r in rows:
+        default = r.default if r.default == "required" else f"`{r.default}`"
+        lines.append(f"| `{r.name}` | {cell(default)} | {cell(r.allowed)} | {cell(r.help)} |")
+    return lines
+
+
+def backends_markdown() -> str:
+    """The options of every backend, one table each (appended to the backends page)."""
+    lines = ["## Options", "", "Each backend's options as their declarations in the code give them (also "
+             "`tune-gym backends [ID]`); pass them as `backend_options={...}`, `make_backend(ID, **options)` or "
+             "`-b KEY=VALUE`.", ""]
+    for name in backend_ids():
+        lines += [f"### `{name}`", "", *options_markdown(backend_options(name)), ""]
+    return "\n".join(lines)
 
 
 def agent_markdown(agent_id: str, target: str, description: str) -> str:
@@ -101,12 +112,10 @@ def agent_markdown(agent_id: str, target: str, description: str) -> str:
     lines = [f"# `{agent_id}`", "", description, "",
              f"Class `{module}.{attr}` (`{module.replace('.', '/')}.py`). Run it with "
              f"`tune-gym tune TASK --agent {agent_id} -o KEY=VALUE`, or `make_agent({agent_id!r}, **options)`.", ""]
-    options = option_defaults(cls)
+    options = option_table(cls)
     if options:
-        lines += ["## Options", "", "Defaults as the constructor declares them.",
-                  "", "| option | default |", "|---|---|"]
-        lines += [f"| `{name}` | {default.replace('|', '&#124;')} |" for name, default in options]
-        lines.append("")
+        lines += ["## Options", "", f"As the constructor declares them (also `tune-gym agents {agent_id}`).", "",
+                  *options_markdown(options), ""]
     lines += ["## Method", "", f"::: {module}", "    options:", "      members: false",
               "      show_root_heading: false", "      show_root_toc_entry: false", "",
               "## Class", "", f"::: {module}.{attr}", "    options:",
@@ -147,7 +156,10 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """End the Agents page with a table linking every agent's page."""
+    """End the Agents page with a table linking every agent's page, and the Backends page with
+    their options."""
+    if page.file.src_uri == "backends.md":
+        return markdown + "\n\n" + backends_markdown()
     if page.file.src_uri != "agents/index.md":
         return markdown
     rows = [f"| [`{aid}`]({aid}.md) | {desc.replace('|', '&#124;')} |" for aid, (_, desc) in agent_classes().items()]

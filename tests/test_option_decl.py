@@ -130,3 +130,65 @@ def test_function_table_and_required_option():
 
     assert option_table(make) == [OptionDoc("dataset", "required", "", ""),
                                   OptionDoc("seed", "0", "integer >= 0", "noise seed")]
+
+
+# ---------------------------------------------------------------------- agents, backends, the command line
+def test_every_agent_declares_every_option_with_help():
+    from agents.base import agent_classes, option_names, options_of
+
+    for agent_id in agent_classes():
+        rows = options_of(agent_id)
+        assert [r.name for r in rows] == option_names(agent_class_of(agent_id))
+        missing = [r.name for r in rows if not r.help or not r.allowed]
+        assert not missing, f"{agent_id}: options without a declaration: {missing}"
+
+
+def agent_class_of(agent_id: str) -> type:
+    from agents.base import agent_class
+
+    return agent_class(agent_id)
+
+
+def test_agent_declaration_refuses_before_the_constructor_runs():
+    from agents.base import make_agent
+    from agents.ga import GAAgent
+
+    with pytest.raises(OptionError, match=r"^pop_size must be an integer >= 2, got 0$"):
+        GAAgent(pop_size=0)
+    with pytest.raises(OptionError, match=r"^agent 'ga': pop_size must be an integer >= 2, got 0$"):
+        make_agent("ga", pop_size=0)
+    assert GAAgent(pop_size=50).pop_size == 50 and make_agent("ga", pop_size=np_int(7)).pop_size == 7
+    with pytest.raises(OptionError, match=r"elite_num must be an integer in \[0, 4\], got 5"):
+        GAAgent(pop_size=5, elite_num=5)  # a rule across options stays in the body
+
+
+def np_int(value: int) -> Any:
+    np = pytest.importorskip("numpy")
+    return np.int64(value)
+
+
+def test_every_backend_declares_every_option_with_help():
+    from tune_gym.measure import backend_ids, backend_options
+
+    for name in backend_ids():
+        rows = backend_options(name)
+        assert rows and all(r.help and r.allowed for r in rows), name
+    assert [r.name for r in backend_options("live")][:3] == ["number", "repeat", "min_repeat_ms"]
+    assert "tracker" in [r.name for r in backend_options("rpc")]
+    with pytest.raises(OptionError, match="unknown backend 'nope'"):
+        backend_options("nope")
+
+
+def test_cli_prints_an_agents_and_a_backends_options(capsys):
+    from tune_gym.cli import main
+
+    assert main(["agents", "ga"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ga: 3 options (-o KEY=VALUE)"
+    assert out[1].split() == ["option", "default", "allowed", "meaning"]
+    assert out[2].split()[:4] == ["pop_size", "100", "integer", ">="] and out[2].endswith("configs per generation")
+    assert main(["backends", "live"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("live: 12 options") and out[3].split()[:2] == ["repeat", "3"]
+    assert main(["agents", "nope"]) == 2
+    assert "unknown agent 'nope'" in capsys.readouterr().err

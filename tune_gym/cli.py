@@ -277,6 +277,17 @@ def _seal(files: list[Path]) -> int:
     return 2 if failed else 0
 
 
+def cmd_backends(args: argparse.Namespace) -> int:
+    from tune_gym.measure import backend_ids, backend_options
+    from tune_gym.options import table_lines
+
+    for name in [args.backend] if args.backend else backend_ids():
+        rows = backend_options(name)
+        print(f"{name}: {len(rows)} option{'s' if len(rows) != 1 else ''} (-b KEY=VALUE, backend_options)")
+        print("\n".join(table_lines(rows)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tune-gym", description="Tensor-program auto-tuning as Gymnasium envs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -286,6 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", action="store_true", help="also build each knob space and print its size")
     p.add_argument("--preset", default="full", choices=PRESETS)
     p.set_defaults(fn=cmd_tasks)
+
+    p = sub.add_parser("backends", help="the measurement backends' options: default, allowed values, meaning")
+    p.add_argument("backend", nargs="?", help="only this backend (live, replay, surrogate, rpc, a kind's)")
+    p.set_defaults(fn=cmd_backends)
 
     p = sub.add_parser("space", help="show a task's knobs and their choice counts")
     p.add_argument("task")

@@ -41,7 +41,7 @@ from tune_gym.errors import TaskError, TuneGymError
 
 __all__ = ["Bool", "Check", "Choice", "Float", "Func", "Int", "Option", "OptionDoc", "OptionError", "Str", "check_bool",
            "check_callable", "check_choice", "check_fields", "check_float", "check_int", "check_int_option",
-           "check_keys", "check_str", "checked_options", "declared_options", "option_table", "show"]
+           "check_keys", "check_str", "checked_options", "declared_options", "option_table", "show", "table_lines"]
 
 _INT_TEXT = re.compile(r"[0-9]{1,9}", re.ASCII)
 
@@ -418,6 +418,14 @@ class OptionDoc:
     default: str
     allowed: str
     help: str
+
+
+def table_lines(rows: Iterable[OptionDoc]) -> list[str]:
+    """An options table as aligned text lines (a header, then one line per option), for the
+    command line's listings."""
+    cells = [("option", "default", "allowed", "meaning"), *((r.name, r.default, r.allowed, r.help) for r in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(3)]
+    return [f"  {a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}".rstrip() for a, b, c, d in cells]
 
 
 def _doc(name: str, default: Any, option: Option | None) -> OptionDoc:
