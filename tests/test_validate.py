@@ -11,6 +11,7 @@ import copy
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,10 +28,10 @@ from hypothesis import strategies as st
 from agents.base import Agent, NotApplicable, register
 from benchmarks.leaderboard.packed import line_text
 from benchmarks.leaderboard.report import compute
-from benchmarks.leaderboard.results import ResultsError, ResultsFile, read_results, results_lines, scan_results
+from benchmarks.leaderboard.results import ResultsError, ResultsFile, read_results, results_lines
 from benchmarks.leaderboard.runner import run_suite
 from benchmarks.leaderboard.suite import RunSpec, Suite, load_suite
-from benchmarks.leaderboard.validate import _Checker, validate
+from benchmarks.leaderboard.validate import _RunChecks, validate
 from tune_gym.cli import main
 from tune_gym.datasets import Dataset
 from tune_gym.measure.reference import Reference
@@ -287,7 +288,7 @@ def test_a_header_claiming_a_shipped_suite_must_be_that_suite(env, tmp_path):
 
 
 def test_flops_halved_on_one_agents_lines(env, tmp_path):
-    out, lines = env
+    _, lines = env
     runs = _runs(lines)
     for r in runs:
         if r["spec"]["agent"] == "random":
@@ -296,25 +297,25 @@ def test_flops_halved_on_one_agents_lines(env, tmp_path):
     assert max(row["p_trials"] for row in compute(path).rows) > 1  # what the leaderboard would show
     _fails(path, "flops is 32768, but the task's is 65536")
     # the bound on P itself, for a line whose flops slipped past: P can never exceed 1
-    checker = _Checker(scan_results(out))
+    checks = _RunChecks()
     line = runs[_find(runs, "random", 0)]
     spec = RunSpec(**line["spec"])
-    task, space = checker._space(spec.task, spec.preset)
-    checker._bounds(line, spec, task, space, "here")
-    assert any("random-relative score P reaches" in p and "(at most 1" in p for p in checker.report.problems)
+    task, space = checks._space(spec.task, spec.preset)
+    checks._bounds(line, spec, task, space, "here")
+    assert any("random-relative score P reaches" in p and "(at most 1" in p for p in checks.problems)
 
 
 def test_a_number_above_the_best_known_config(env, tmp_path):
-    out, lines = env
+    _, lines = env
     runs = _runs(lines)
     line = runs[_find(runs, "xgb-sa", 1)]
     line["gflops"][0] *= 100
     line["best_gflops"] = max(line["gflops"])
     _fails(_write(tmp_path, lines[0], runs), "gflops of trial 1 is")
-    checker = _Checker(scan_results(out))
+    checks = _RunChecks()
     spec = RunSpec(**line["spec"])
-    checker._bounds(line, spec, *checker._space(spec.task, spec.preset), "here")
-    assert any("above the best known" in p for p in checker.report.problems)
+    checks._bounds(line, spec, *checks._space(spec.task, spec.preset), "here")
+    assert any("above the best known" in p for p in checks.problems)
 
 
 @pytest.mark.parametrize("field,value,needle", [
@@ -599,3 +600,81 @@ def test_a_replayed_number_a_last_bit_off_is_the_same_number(env, tmp_path):
     line["gflops"] = [math.nextafter(g, math.inf) for g in line["gflops"]]
     line["best_gflops"] = max(line["gflops"])
     assert validate(_write(tmp_path, lines[0], runs), rerun=0).ok
+
+
+# ----------------------------------------------------------------------------------------------- in parallel
+
+
+@register("test-validate-dies", "kills the worker process that makes it (a worker that dies)")
+class _Dies(Agent):
+    def reset(self, space, task, seed=None) -> None:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is not None:  # a worker of validate --jobs, never the test's process
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().reset(space, task, seed)
+
+    def propose(self, n: int) -> list[Any]:
+        return self.fresh(n)
+
+
+def _tampered_grown_file(tmp_path: Path, lines: list[str]) -> Path:
+    """The bench's file after its suite dropped test-validate-stops (two stale runs, a ``suite_update``
+    line), with problems of every kind: a torn line, a run missing, one repeated, one of no version
+    of the suite, one whose FLOP count is wrong, one given another agent's trials, and one cut short
+    that says its agent ended it (only its re-run tells)."""
+    grown = tmp_path / "grown.jsonl"
+    grown.write_text("\n".join(lines) + "\n")
+    smaller = tmp_path / "smaller.toml"
+    smaller.write_text(SUITE.replace(', "test-validate-stops"', ""))
+    run_suite(load_suite(smaller), grown, progress=False)  # nothing to run: a suite_update line
+    head, *objs = results_lines(grown)
+    runs = [o for o in objs if "key" in o]
+    update = next(o for o in objs if "suite_update" in o)
+    runs[_find(runs, "random", 0)]["flops"] //= 2
+    xgb = _find(runs, "xgb-sa", 1)
+    runs[xgb] = _with_trials(runs[xgb], runs[_find(runs, "random", 0)])
+    cut = _find(runs, "random", 1)
+    runs[cut] = {**_halve(runs[cut]), "ended": "agent"}
+    alien = copy.deepcopy(runs[_find(runs, "random", 0)])
+    alien["spec"]["budget"] = 12
+    alien["key"] = RunSpec(**alien["spec"]).key
+    repeated = copy.deepcopy(runs[_find(runs, "test-validate-refuses", 1)])
+    del runs[_find(runs, "test-validate-refuses", 0)]
+    return _write(tmp_path, head, [*runs[:3], "{torn", *runs[3:], repeated, alien, update])
+
+
+@pytest.mark.slow  # two worker processes start (each imports torch and the agents): 15-20 s on a busy host
+def test_validate_in_worker_processes_gives_the_same_report(env, tmp_path):
+    """jobs=2 checks and re-runs the runs in two worker processes: the same counts, re-runs (the
+    run cut short, and one drawn) and problems in the same order as one process."""
+    _, lines = env
+    path = _tampered_grown_file(tmp_path, lines)
+    serial, parallel = validate(path, rerun=2), validate(path, rerun=2, jobs=2)
+    assert serial == parallel
+    assert serial.stale == 2 and serial.checked == 5 and serial.rerun == 2
+    for needle in (":5: invalid JSON", "flops is 32768", "is not the agent's", "repeats the run of line",
+                   "not a run of suite", "1 of the 6 runs of suite", "re-run from its seed proposes other configs"):
+        assert sum(needle in p for p in serial.problems) == 1, (needle, serial.problems)
+
+
+@pytest.mark.slow  # two worker processes start (each imports torch and the agents): 15-20 s on a busy host
+def test_a_worker_that_dies_is_an_error_naming_the_runs_it_held(env, tmp_path, capsys):
+    _, lines = env
+    header = json.loads(lines[0])
+    header["suite"]["agents"] = [*header["suite"]["agents"], "test-validate-dies"]
+    header["suite_digest"] = Suite.from_dict(header["suite"]).digest
+    runs = _runs(lines)
+    for seed in (0, 1):  # the runs of the new agent: random's trials, which its checks never reach
+        line = copy.deepcopy(runs[_find(runs, "random", seed)])
+        line["spec"]["agent"] = "test-validate-dies"
+        line["key"] = RunSpec(**line["spec"]).key
+        runs.append(line)
+    path = _write(tmp_path, header, runs)
+    assert main(["validate", str(path), "--rerun", "0", "--jobs", "2"]) == 2  # an error, not a hang
+    err = capsys.readouterr().err
+    assert re.search(r"a worker process died .* these \d+ runs, which are not checked: .*"
+                     r"tampered.jsonl:\d+: run test-validate-dies\|", err), err
+    assert len(err.strip().splitlines()) == 1, err
+    with pytest.raises(ValueError, match="jobs: 0 is not a number of worker processes"):
+        validate(path, jobs=0)

@@ -2,7 +2,7 @@
 
     tune-gym bench --suite quick [--jobs N] [--seeds S] [--agents a,b] [--out FILE] [--ray ADDRESS]
     tune-gym leaderboard [RESULTS] [--out LEADERBOARD.md]
-    tune-gym validate RESULTS [--rerun N]
+    tune-gym validate RESULTS [--rerun N] [--jobs N]
     tune-gym results pack RESULTS...          move the journals' runs into the packed files (a new segment)
     tune-gym results pack --compact RESULTS   ... and merge the segments into one packed file (a release)
     tune-gym results unpack RESULTS OUT.jsonl  every line, as one JSON Lines file
@@ -84,11 +84,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from benchmarks.leaderboard.validate import validate
+    from benchmarks.leaderboard.validate import WorkerDied, validate
 
     if args.rerun < 0:
         raise ValueError(f"--rerun: {args.rerun} is not a number of runs (0 or more)")
-    report = validate(args.results, rerun=args.rerun)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs: {args.jobs} is not a number of worker processes (1 or more)")
+    try:
+        report = validate(args.results, rerun=args.rerun, jobs=args.jobs)
+    except WorkerDied as err:
+        print(f"tune-gym validate: error: {err}", file=sys.stderr)
+        return 2
     for problem in report.problems:
         print(f"FAIL {problem}")
     if report.rerun_keys:
@@ -143,6 +149,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rerun", type=int, default=3,
                    help="runs re-executed from their seeds, drawn at random with the file's content as seed "
                         "(runs its agent ended early are re-run besides)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes checking and re-running the runs (the report is the same as with one)")
     p.set_defaults(fn=cmd_validate)
 
     p = sub.add_parser("results", help="pack results (their journal into the Parquet file) or unpack them to JSONL")

@@ -38,15 +38,28 @@ Every problem found is one line naming the run, its line of the file and the fie
   always re-run; the strategy is deterministic).
 
 Live runs cannot be replayed or re-run; every other check applies to them.
+
+**In parallel** (``jobs`` > 1, ``tune-gym validate --jobs N``): the checks of each run (its
+identity, agent, length and numbers) and the re-runs go to ``jobs`` worker processes, set up as
+the bench's (:mod:`.runner`: one thread each, and they die with the validation that started
+them), in chunks of runs of one (task, preset), so a worker loads each space and its data once.
+The file, the set of runs and the choice of re-runs stay in this process, and the report is the
+one a single process gives: the same counts, re-runs and problems, in the order of the file. A
+worker that dies (killed, out of memory) ends the validation with an error naming the runs it
+held (:class:`WorkerDied`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -54,7 +67,7 @@ from benchmarks.leaderboard import metrics as M
 from benchmarks.leaderboard.results import ResultsScan, RunLine, scan_results
 from benchmarks.leaderboard.suite import RunSpec, Suite, SuiteError, base_agent
 
-__all__ = ["FLOAT_RTOL", "Validation", "validate"]
+__all__ = ["FLOAT_RTOL", "Validation", "WorkerDied", "validate"]
 
 #: Relative tolerance of a replayed float against the recorded one. Replay reproduces every bit,
 #: but the surrogate's XGBoost sums its trees with the host's SIMD width, so the same prediction
@@ -66,6 +79,9 @@ FLOAT_RTOL = 1e-9
 BOUND_RTOL = 1e-6
 #: How many examples a problem about many runs names.
 EXAMPLES = 3
+#: Most runs in one chunk of work sent to a worker process (``jobs`` > 1): chunks are of one
+#: (task, preset), and small enough that the last ones keep every worker busy.
+CHUNK = 32
 
 
 @dataclass
@@ -83,18 +99,33 @@ class Validation:
         return not self.problems
 
 
-def validate(results: str | Path, rerun: int = 3) -> Validation:
+class WorkerDied(RuntimeError):
+    """A worker process of a parallel validation died (killed, out of memory): the runs it held are
+    not checked, so the file is not confirmed."""
+
+
+def validate(results: str | Path, rerun: int = 3, jobs: int = 1) -> Validation:
     """Check every line of ``results`` (see the module docstring); ``rerun`` sampled runs are re-executed.
+
+    ``jobs`` > 1 checks the runs and re-runs them in that many worker processes; the report is
+    the same as with one.
 
     Raises:
         ResultsError: the file is missing or its header is not a results header.
+        WorkerDied: a worker process died (``jobs`` > 1).
     """
     if isinstance(rerun, bool) or not isinstance(rerun, int) or rerun < 0:
         raise ValueError(f"rerun: {rerun!r} is not a number of runs (an int, 0 or more)")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: {jobs!r} is not a number of worker processes (an int, 1 or more)")
     import torch
 
     torch.set_num_threads(1)  # as run_one: models give the same numbers as when the file was written
-    return _Checker(scan_results(results, verify=True)).run(rerun)
+    checker = _Checker(scan_results(results, verify=True))
+    if jobs == 1:
+        return checker.run(rerun, _Serial(checker.checks))
+    with _Workers(jobs, checker) as workers:
+        return checker.run(rerun, workers)
 
 
 # ------------------------------------------------------------------------------------------ line shape
@@ -172,8 +203,24 @@ class _Data:
     costs: np.ndarray | None
 
 
+#: A run whose own checks are due: its line, its spec, and how its problems name it (``FILE:LINE: run KEY``).
+_Due = tuple[RunLine, RunSpec, str]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the checks of one run found (:meth:`_RunChecks.check`): its problems, whether it is
+    re-run for sure (``forced``: its agent ended it early) and whether the sample of re-runs may
+    draw it (``pooled``: a replayed run whose numbers were checked)."""
+
+    problems: tuple[str, ...] = ()
+    forced: bool = False
+    pooled: bool = False
+
+
 class _Checker:
-    """One validation of one file: caches of tasks, spaces, backends and data across its lines."""
+    """One validation of one file: the file, the set of runs and the choice of re-runs, here; each
+    run's own checks and its re-run by a :class:`_RunChecks`, in this process or in workers."""
 
     def __init__(self, scan: ResultsScan) -> None:
         self.scan = scan
@@ -182,25 +229,36 @@ class _Checker:
         self.current = {spec.key for spec in self.suite.runs()}
         self.earlier = {spec.key for v in scan.versions[:-1] for spec in Suite.from_dict(v.suite).runs()}
         self.seen: dict[str, RunLine] = {}  # key -> its first line
-        self.to_rerun: list[tuple[RunLine, RunSpec]] = []  # short runs: their agent's stop is confirmed by a re-run
-        self.pool: list[tuple[RunLine, RunSpec]] = []  # runs the sample of re-runs is drawn from
-        self._spaces: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self._backends: dict[str, Any] = {}
-        self._data: dict[tuple[str, str, str], _Data] = {}
+        self.checks = _RunChecks()  # the runs' checks in this process (one job)
 
     def problem(self, text: str) -> None:
         self.report.problems.append(text)
 
-    def run(self, rerun: int) -> Validation:
+    def run(self, rerun: int, jobs: _Jobs) -> Validation:
         self._file()
+        due: list[_Due] = []
+        at: list[int] = []  # where each due run's problems go among the problems (the order of the file)
         for run in self.scan.runs:
-            self._line(run)
+            if (item := self._line(run)) is not None:
+                at.append(len(self.report.problems))
+                due.append(item)
+        outcomes = jobs.check(due)
+        self._place(at, outcomes)
         missing = [k for k in (s.key for s in self.suite.runs()) if k not in self.seen]
         if missing:
             self.problem(f"{self.scan.path}: {len(missing)} of the {len(self.current)} runs of suite "
                          f"{self.suite.name!r} are not in the file (e.g. {'; '.join(missing[:EXAMPLES])})")
-        self._reruns(rerun)
+        self._reruns(rerun, due, outcomes, jobs)
         return self.report
+
+    def _place(self, at: list[int], outcomes: list[_Outcome]) -> None:
+        """Put each run's problems where its line is among the file's problems (``at``)."""
+        problems, done = self.report.problems, 0
+        placed: list[str] = []
+        for where, outcome in zip(at, outcomes):
+            placed += [*problems[done:where], *outcome.problems]
+            done = where
+        self.report.problems = placed + problems[done:]
 
     # -------------------------------------------------------------------------------- the file
     def _file(self) -> None:
@@ -233,20 +291,22 @@ class _Checker:
                          + "; ".join(diff))
 
     # -------------------------------------------------------------------------------- one line
-    def _line(self, run: RunLine) -> None:
+    def _line(self, run: RunLine) -> _Due | None:
+        """The checks of the line that need no data (its shape, key, whether it repeats or belongs
+        to the suite); the run when its own checks are due (:meth:`_RunChecks.check`)."""
         line = run.obj
         where = f"{run.where}: run {line['key']}"
         if problem := _shape_problem(line):
             self.problem(f"{where}: {problem}")
-            return
+            return None
         spec = RunSpec(**line["spec"])
         if spec.key != line["key"]:
             self.problem(f"{where}: key is not its spec's ({spec.key})")
-            return
+            return None
         if first := self.seen.get(spec.key):
             self.problem(f"{where}: repeats the run of line {first.lineno}"
                          + (f" of {first.source}" if first.source != run.source else ""))
-            return
+            return None
         self.seen[spec.key] = run
         if spec.key not in self.current:
             if spec.key in self.earlier:
@@ -254,12 +314,51 @@ class _Checker:
             else:
                 self.problem(f"{where}: not a run of suite {self.suite.name!r} (nor of an earlier version of it "
                              "recorded in this file)")
-            return
+            return None
         self.report.checked += 1
+        return run, spec, where
+
+    # -------------------------------------------------------------------------------- re-runs
+    def _reruns(self, rerun: int, due: list[_Due], outcomes: list[_Outcome], jobs: _Jobs) -> None:
+        """Re-run the runs their agent ended early, and ``rerun`` more drawn with the file's content as seed."""
+        to_rerun = [(r, s) for (r, s, _), o in zip(due, outcomes) if o.forced]
+        forced = {r.where for r, _ in to_rerun}
+        pool = [(r, s) for (r, s, _), o in zip(due, outcomes) if o.pooled and r.where not in forced]
+        digest = hashlib.sha256("\n".join(r.text for r in self.scan.runs).encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+        picked = sorted(rng.choice(len(pool), size=min(rerun, len(pool)), replace=False).tolist()) if pool else []
+        chosen = [*to_rerun, *(pool[i] for i in picked)]
+        for (_, spec), problem in zip(chosen, jobs.rerun(chosen)):
+            self.report.rerun += 1
+            self.report.rerun_keys.append(spec.key)
+            if problem is not None:
+                self.problem(problem)
+
+
+class _RunChecks:
+    """The checks of one run after another (identity, agent, length, numbers, bounds) and their
+    re-runs, with caches of tasks, spaces, backends and data across runs. The validating process
+    holds one (one job), and so does each worker process."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []  # of the run being checked
+        self.forced = False
+        self.pooled = False
+        self._spaces: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._backends: dict[str, Any] = {}
+        self._data: dict[tuple[str, str, str], _Data] = {}
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+
+    def check(self, run: RunLine, spec: RunSpec, where: str) -> _Outcome:
+        """Every check of one run of the suite that needs its task, space or data."""
+        self.problems, self.forced, self.pooled = [], False, False
         try:
             self._run(run, spec, where)
         except Exception as err:  # a line this host cannot check (a task it cannot build, data it lacks)
             self.problem(f"{where}: cannot be checked here: {type(err).__name__}: {err}")
+        return _Outcome(tuple(self.problems), self.forced, self.pooled)
 
     def _run(self, run: RunLine, spec: RunSpec, where: str) -> None:
         line = run.obj
@@ -283,7 +382,7 @@ class _Checker:
         if not self._trials(run, spec, space, opening, where):
             return
         if spec.backend != "live":
-            self.pool.append((run, spec))
+            self.pooled = True
             if self._numbers(line, spec, task, space, where):
                 self._bounds(line, spec, task, space, where)
         elif line["data"] != {"backend": "live"}:
@@ -331,7 +430,7 @@ class _Checker:
                          f"space {space.size}) ended by {ended!r}")
             return False
         if ended == "agent" and spec.backend != "live":
-            self.to_rerun.append((run, spec))  # only a re-run shows the agent stopped there
+            self.forced = True  # only a re-run shows the agent stopped there
         first = [list(c) for c in opening[:most]]
         if configs[: len(first)] != first:
             i = next((j for j, (a, b) in enumerate(zip(configs, first)) if a != b), min(len(configs), len(first)))
@@ -405,37 +504,27 @@ class _Checker:
                 return
 
     # -------------------------------------------------------------------------------- re-runs
-    def _reruns(self, rerun: int) -> None:
-        forced = {r.where for r, _ in self.to_rerun}
-        pool = [(r, s) for r, s in self.pool if r.where not in forced]
-        digest = hashlib.sha256("\n".join(r.text for r in self.scan.runs).encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
-        picked = sorted(rng.choice(len(pool), size=min(rerun, len(pool)), replace=False).tolist()) if pool else []
-        for run, spec in [*self.to_rerun, *(pool[i] for i in picked)]:
-            self._rerun(run, spec)
-
-    def _rerun(self, run: RunLine, spec: RunSpec) -> None:
+    def rerun(self, run: RunLine, spec: RunSpec) -> str | None:
+        """The problem with ``run`` re-run from its seed (it fails, or proposes other configs), or None."""
         from benchmarks.leaderboard.runner import run_one
 
         line, where = run.obj, f"{run.where}: run {spec.key}"
-        self.report.rerun += 1
-        self.report.rerun_keys.append(spec.key)
         try:
             again = run_one(spec)
         except Exception as err:
-            self.problem(f"{where}: re-run from its seed fails: {type(err).__name__}: {err}")
-            return
+            return f"{where}: re-run from its seed fails: {type(err).__name__}: {err}"
         if again.get("not_applicable") != line.get("not_applicable"):
-            self.problem(f"{where}: recorded as not applicable ({line.get('not_applicable')}), "
-                         f"but re-run gives {again.get('not_applicable') or 'a run'}")
-        elif again["configs"] != line["configs"]:
+            return (f"{where}: recorded as not applicable ({line.get('not_applicable')}), "
+                    f"but re-run gives {again.get('not_applicable') or 'a run'}")
+        if again["configs"] != line["configs"]:
             first = next((j for j, (a, b) in enumerate(zip(again["configs"], line["configs"])) if a != b),
                          min(len(again["configs"]), len(line["configs"])))
             why = ""
             if again.get("agent_info", {}) != line.get("agent_info", {}):
                 why = f" (the agent now runs with {again.get('agent_info')}, recorded {line.get('agent_info', {})})"
-            self.problem(f"{where}: re-run from its seed proposes other configs from trial {first + 1} "
-                         f"({len(again['configs'])} trials, the file has {len(line['configs'])}){why}")
+            return (f"{where}: re-run from its seed proposes other configs from trial {first + 1} "
+                    f"({len(again['configs'])} trials, the file has {len(line['configs'])}){why}")
+        return None
 
     # -------------------------------------------------------------------------------- caches
     def _space(self, task_id: str, preset: str) -> tuple[Any, Any]:
@@ -498,3 +587,172 @@ def _same(a: Any, b: Any) -> bool:
         return math.isclose(a, b, rel_tol=FLOAT_RTOL, abs_tol=0.0) or (math.isnan(a) and math.isnan(b))
     return bool(a == b)
 
+
+
+# ------------------------------------------------------------------------------------------ jobs
+
+
+class _Jobs(Protocol):
+    """Who runs the runs' own checks and the re-runs: the results come back in the order given."""
+
+    def check(self, due: list[_Due]) -> list[_Outcome]: ...
+
+    def rerun(self, chosen: list[tuple[RunLine, RunSpec]]) -> list[str | None]: ...
+
+
+class _Serial:
+    """One job: every run's checks and re-run in this process, one after the other."""
+
+    def __init__(self, checks: _RunChecks) -> None:
+        self.checks = checks
+
+    def check(self, due: list[_Due]) -> list[_Outcome]:
+        return [self.checks.check(*item) for item in due]
+
+    def rerun(self, chosen: list[tuple[RunLine, RunSpec]]) -> list[str | None]:
+        return [self.checks.rerun(run, spec) for run, spec in chosen]
+
+
+class _Workers:
+    """``jobs`` worker processes (a context manager), set up as the bench's (:mod:`.runner`): the
+    runs' checks go to them in chunks of one (task, preset) (:func:`_chunks`), the re-runs one by
+    one. At most one chunk per worker is out at a time, so when a worker dies the runs named are
+    those the workers held."""
+
+    def __init__(self, jobs: int, checker: _Checker) -> None:
+        _check_kinds(checker.suite, jobs)
+        self.jobs = jobs
+        self.path = checker.scan.path
+        self.modules = _agent_modules(checker.suite)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> _Workers:
+        import multiprocessing
+
+        # "spawn", as the bench: TVM's runtime and thread pools do not survive fork.
+        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_worker_start, initargs=(os.getpid(), self.modules))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._pool is not None
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def check(self, due: list[_Due]) -> list[_Outcome]:
+        chunks = _chunks([(spec.task, spec.preset) for _, spec, _ in due], self.jobs)
+        return self._map(_check_chunk, due, chunks)
+
+    def rerun(self, chosen: list[tuple[RunLine, RunSpec]]) -> list[str | None]:
+        return self._map(_rerun_chunk, chosen, [[i] for i in range(len(chosen))])
+
+    def _map(self, fn: Callable[[list[Any]], list[Any]], items: Sequence[tuple[Any, ...]],
+             chunks: list[list[int]]) -> list[Any]:
+        """``fn`` of each chunk of ``items`` (lists of indices) in the workers; its results by index."""
+        assert self._pool is not None
+        pool, results = self._pool, [None] * len(items)
+        todo: Iterator[list[int]] = iter(chunks)
+        out: dict[Future[list[Any]], list[int]] = {}
+
+        def send() -> None:
+            if (chunk := next(todo, None)) is not None:
+                out[pool.submit(fn, [items[i] for i in chunk])] = chunk
+
+        for _ in range(self.jobs):
+            send()
+        while out:
+            done, _ = wait(out, return_when=FIRST_COMPLETED)
+            for fut in done:
+                chunk = out.pop(fut)
+                try:
+                    answers = fut.result()
+                except BrokenProcessPool as err:
+                    held = [items[i] for c in (chunk, *out.values()) for i in c]
+                    raise WorkerDied(f"validate {self.path}: a worker process died (killed, or out of memory) while "
+                                     f"the workers held these {len(held)} runs, which are not checked: "
+                                     + "; ".join(f"{run.where}: run {spec.key}" for run, spec, *_ in held)) from err
+                for i, answer in zip(chunk, answers):
+                    results[i] = answer
+                send()
+        return results
+
+
+def _chunks(groups: list[tuple[str, str]], jobs: int) -> list[list[int]]:
+    """The indices of ``groups`` (each run's (task, preset)) in chunks of one group, of at most
+    :data:`CHUNK` and small enough that each of the ``jobs`` workers gets several (the last
+    chunks then end close together)."""
+    by_group: dict[tuple[str, str], list[int]] = {}
+    for i, group in enumerate(groups):
+        by_group.setdefault(group, []).append(i)
+    size = max(1, min(CHUNK, math.ceil(len(groups) / (4 * jobs))))
+    return [ids[j: j + size] for ids in by_group.values() for j in range(0, len(ids), size)]
+
+
+def _check_kinds(suite: Suite, jobs: int) -> None:
+    """Worker processes must find each task's target kind (a core, builtin or entry-point kind), or
+    their report would differ from this process's. A task that cannot be made is no error here:
+    its runs' checks say so, in a worker as in this process."""
+    from tune_gym import kinds
+    from tune_gym.tasks import Task
+
+    for t in suite.tasks:
+        try:
+            kind = Task.parse(t.id).target.kind
+        except Exception:
+            continue
+        if not kinds.is_discoverable(kind):
+            raise ValueError(f"jobs: {jobs}: task {t.id}: target kind {kind!r} is registered in this process only; "
+                             "declare it in the tune_gym.kinds entry-point group to validate in worker processes "
+                             "(or validate with one job)")
+
+
+def _agent_modules(suite: Suite) -> list[str]:
+    """The modules that define the suite's agents, for the workers to import: an agent registered
+    by a module this process imported (neither built in nor an entry point) is then known there
+    too. An agent that cannot be made is left out: its runs' checks say so."""
+    from agents.base import agent_class
+    from benchmarks.leaderboard import kt_entries
+
+    modules = set()
+    for name in {base_agent(a) for a in suite.agents}:
+        if not kt_entries.is_entry(name):
+            try:
+                modules.add(agent_class(name).__module__)
+            except Exception:
+                continue
+    return sorted(modules)
+
+
+#: A worker process's checks, made on its first chunk (caches kept across its chunks).
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_start(parent: int, modules: list[str]) -> None:
+    """A worker's setup: the bench's (one thread; it dies with ``parent``), then the modules to import."""
+    from benchmarks.leaderboard.runner import _worker_init
+
+    _worker_init(parent)
+    _WORKER["modules"] = modules
+
+
+def _worker_checks() -> _RunChecks:
+    if "checks" not in _WORKER:
+        import importlib
+
+        import torch
+
+        torch.set_num_threads(1)  # as validate() in the parent
+        for module in _WORKER.get("modules", ()):
+            importlib.import_module(module)
+        _WORKER["checks"] = _RunChecks()
+    checks: _RunChecks = _WORKER["checks"]
+    return checks
+
+
+def _check_chunk(due: list[_Due]) -> list[_Outcome]:
+    checks = _worker_checks()
+    return [checks.check(*item) for item in due]
+
+
+def _rerun_chunk(chosen: list[tuple[RunLine, RunSpec]]) -> list[str | None]:
+    checks = _worker_checks()
+    return [checks.rerun(run, spec) for run, spec in chosen]
