@@ -45,8 +45,8 @@ the bench's (:mod:`.runner`: one thread each, and they die with the validation t
 them), in chunks of runs of one (task, preset), so a worker loads each space and its data once.
 The file, the set of runs and the choice of re-runs stay in this process, and the report is the
 one a single process gives: the same counts, re-runs and problems, in the order of the file. A
-worker that dies (killed, out of memory) ends the validation with an error naming the runs it
-held (:class:`WorkerDied`).
+worker that dies (killed, out of memory) ends the validation with an error naming the runs the
+workers held, its own among them (:class:`WorkerDied`); each holds one chunk at a time.
 """
 
 from __future__ import annotations
@@ -586,7 +586,6 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=FLOAT_RTOL, abs_tol=0.0) or (math.isnan(a) and math.isnan(b))
     return bool(a == b)
-
 
 
 # ------------------------------------------------------------------------------------------ jobs
