@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.leaderboard.results import ResultsFile, results_paths
 from benchmarks.leaderboard.suite import RunSpec, Suite, base_agent
 
-__all__ = ["die_with_parent", "run_end", "run_one", "run_suite"]
+__all__ = ["die_with_parent", "run_end", "run_one", "run_suite", "worker_init"]
 
 
 def _timed(fn: Callable[..., Any], clock: list[float]) -> Callable[..., Any]:
@@ -248,7 +248,7 @@ def _run_pool(todo: Iterable[RunSpec], jobs: int, runner: Callable[..., Any], re
 
     # "spawn": TVM's runtime and thread pools do not survive fork.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_init, initargs=(os.getpid(),)) as pool:
+                             initializer=worker_init, initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(runner, spec) for spec in todo}
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -256,8 +256,9 @@ def _run_pool(todo: Iterable[RunSpec], jobs: int, runner: Callable[..., Any], re
                 _finish(results, bar, fut.result())
 
 
-def _worker_init(parent: int) -> None:
-    # One thread per worker: runs are parallel across processes, and timing-free (replay).
+def worker_init(parent: int) -> None:
+    """A worker process's setup (the bench's and ``validate --jobs``'): one thread per worker, as
+    runs are parallel across processes and timing-free (replay); it exits when ``parent`` dies."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     die_with_parent(parent)
 

@@ -727,9 +727,9 @@ _WORKER: dict[str, Any] = {}
 
 def _worker_start(parent: int, modules: list[str]) -> None:
     """A worker's setup: the bench's (one thread; it dies with ``parent``), then the modules to import."""
-    from benchmarks.leaderboard.runner import _worker_init
+    from benchmarks.leaderboard.runner import worker_init
 
-    _worker_init(parent)
+    worker_init(parent)
     _WORKER["modules"] = modules
 
 
