@@ -58,13 +58,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from training_common import command_line, display
 
-from agents.rl_policy import ALGOS, algo_class, write_meta
+from agents.rl_policy import ALGOS, MASKED_ALGOS, algo_class, hide_parts, write_meta
+from tune_gym.envs.multi_task import observation_slices
 from tune_gym.envs.task_sets import load_split
 from tune_gym.options import OptionError
 
-__all__ = ["TrainConfig", "evaluate", "train"]
+__all__ = ["TrainConfig", "evaluate", "make_vec_env", "native_vec_env", "train"]
 
 RESULTS = Path("benchmarks/results/rl")
+#: The algorithms ``train`` runs (stable-baselines3's); ``cleanrl-ppo`` is scripts/cleanrl_ppo.py's.
+SB3_ALGOS = ("ppo", "maskable-ppo")
 #: The search agent ``evaluate`` runs next to random search and the policies.
 SEARCH_AGENT = "meta-bo"
 
@@ -89,6 +92,7 @@ class TrainConfig:
     eval_every: int = 10_000
     eval_episodes: int = 16
     checkpoint_every: int = 10_000
+    hide: tuple[str, ...] = ()  # observation parts zeroed (the policy trains and runs without them)
 
     @property
     def horizon(self) -> int:
@@ -108,17 +112,21 @@ class TrainConfig:
                      "eval_every", "eval_episodes", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise OptionError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        unknown = [name for name in self.hide if name not in observation_slices(self.batch_size)]
+        if unknown:
+            raise OptionError(f"--hide: {unknown[0]!r} is not an observation part "
+                              f"({', '.join(observation_slices(self.batch_size))})")
         if self.budget % self.batch_size:
             raise OptionError(f"--budget {self.budget} must be a multiple of --batch-size {self.batch_size} "
                               "(every episode lasts budget / batch_size steps)")
 
 
 # ---------------------------------------------------------------------------------------------- envs
-def make_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
-    """The split part's vector env as an SB3 ``VecEnv`` (episodes of exactly ``horizon`` steps,
-    whose end is terminal: :class:`BudgetEnds`)."""
+def native_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
+    """The split part's native vector env (:class:`~tune_gym.envs.multi_vector.MultiTuneVectorEnv`):
+    episodes of exactly ``horizon`` steps, autoreset in the same step; refused where a task has
+    no more configs than the budget."""
     from tune_gym.envs.multi_vector import MultiTuneVectorEnv
-    from tune_gym.envs.sb3 import SB3VecEnv
 
     venv = MultiTuneVectorEnv(num_envs=n_envs, max_episode_steps=cfg.horizon, autoreset_mode="same_step",
                               split=cfg.split, part=part, batch_size=cfg.batch_size, budget=cfg.budget,
@@ -128,12 +136,23 @@ def make_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
         venv.close()
         raise OptionError(f"--budget {cfg.budget}: a task of {cfg.split} part {part} has only {smallest} configs; "
                           "the budget must be below every space's size (episodes of a fixed length)")
-    return BudgetEnds(SB3VecEnv(venv))
+    return venv
+
+
+def make_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
+    """:func:`native_vec_env` as an SB3 ``VecEnv`` whose episode ends are terminal
+    (:class:`BudgetEnds`) and whose observations lack the parts of ``cfg.hide`` (:class:`Hide`)."""
+    from tune_gym.envs.sb3 import SB3VecEnv
+
+    env = BudgetEnds(SB3VecEnv(native_vec_env(cfg, part, n_envs)))
+    return Hide(env, cfg.hide, cfg.batch_size) if cfg.hide else env
 
 
 def inner_env(env: Any) -> Any:
     """The ``MultiTuneVectorEnv`` inside :func:`make_vec_env`'s env."""
-    return env.venv.venv
+    while not hasattr(env, "task_rng"):
+        env = env.venv
+    return env
 
 
 class BudgetEnds(VecEnvWrapper):
@@ -150,13 +169,32 @@ class BudgetEnds(VecEnvWrapper):
         return obs, rewards, dones, infos
 
 
+class Hide(VecEnvWrapper):
+    """Observations with some parts zeroed (:func:`agents.rl_policy.hide_parts`), as the
+    ``rl-policy`` agent shows them to a policy trained so."""
+
+    def __init__(self, venv: Any, hide: tuple[str, ...], batch_size: int) -> None:
+        super().__init__(venv)
+        self.hide, self.batch_size = hide, batch_size
+
+    def reset(self) -> Any:
+        obs = self.venv.reset()
+        assert isinstance(obs, np.ndarray)
+        return hide_parts(obs, self.hide, self.batch_size)
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        assert isinstance(obs, np.ndarray)
+        return hide_parts(obs, self.hide, self.batch_size), rewards, dones, infos
+
+
 def validation_return(model: Any, cfg: TrainConfig, env: Any, seed: int) -> float:
     """Mean return of ``eval_episodes`` episodes on the validation part (``env``, of
     :func:`make_vec_env`), the tasks drawn and the policy's actions sampled from generators
     seeded by ``seed`` (the training generators are left as they were)."""
     import torch
 
-    masked = cfg.algo == "maskable-ppo"
+    masked = cfg.algo in MASKED_ALGOS
     env.seed(seed)
     obs, total = env.reset(), np.zeros(cfg.eval_episodes)
     with torch.random.fork_rng(devices=[]):
@@ -250,6 +288,7 @@ def _restore(cfg: TrainConfig, run_dir: Path, env: Any) -> tuple[Any, dict[str, 
     model = algo_class(cfg.algo).load(run_dir / "checkpoint" / "model.zip", env=env, device="cpu")
     venv = inner_env(env)
     obs, _ = venv.reset(options={"task": [venv.env.tasks[int(t)].task for t in extra["task_index"]]})
+    obs = hide_parts(obs, cfg.hide, cfg.batch_size)
     venv.task_rng.bit_generator.state = extra["env_rng"]
     if not np.array_equal(obs, extra["last_obs"]):
         raise RuntimeError(f"{run_dir}/checkpoint: the env does not come back to its saved observation")
@@ -289,6 +328,9 @@ def _train(cfg: TrainConfig, out: Path, stop_at: int | None, argv: list[str] | N
     from stable_baselines3.common.logger import Logger
 
     cfg.check()
+    if cfg.algo not in SB3_ALGOS:
+        raise OptionError(f"--algo {cfg.algo} is trained by scripts/cleanrl_ppo.py; train_rl.py trains "
+                          f"{', '.join(SB3_ALGOS)}")
     torch.set_num_threads(1)
     run_dir = out / f"{cfg.algo}-{cfg.split}-s{cfg.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -316,7 +358,8 @@ def _train(cfg: TrainConfig, out: Path, stop_at: int | None, argv: list[str] | N
         model.save(run_dir / "policy.zip")
         write_meta(run_dir / "policy.zip", {
             "algo": cfg.algo, "split": cfg.split, "seed": cfg.seed, "timesteps": model.num_timesteps,
-            "batch_size": cfg.batch_size, "budget": cfg.budget, "reward_norm": "optimum", "config": asdict(cfg),
+            "batch_size": cfg.batch_size, "budget": cfg.budget, "reward_norm": "optimum", "hide": list(cfg.hide),
+            "config": asdict(cfg),
             "command": command_line("train_rl.py", argv),
             "env_steps_per_second": round((model.num_timesteps - first) / seconds, 1)})
         write_curve(state["curve"], run_dir)
@@ -387,8 +430,11 @@ def test_optima(split: str) -> dict[str, float]:
         env.close()
 
 
-def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS, batch: int = 8) -> dict[str, Any]:
-    """Score ``policies`` and the baselines on their split's test part (see the module docstring)."""
+def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS, batch: int = 8,
+             deterministic: bool = False) -> dict[str, Any]:
+    """Score ``policies`` and the baselines on their split's test part (see the module docstring);
+    ``deterministic``: the policies take their most likely action (the ``rl-policy`` agent's
+    option) instead of sampling it."""
     import torch
 
     from agents.rl_policy import load_policy
@@ -406,7 +452,8 @@ def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS,
     entries: dict[str, tuple[str, dict[str, Any]]] = {
         "random": ("random", {}), SEARCH_AGENT: (SEARCH_AGENT, {})}
     for path in policies:
-        entries[f"rl-policy:{path.parent.name}"] = ("rl-policy", {"checkpoint": str(path)})
+        options = {"checkpoint": str(path), **({"deterministic": True} if deterministic else {})}
+        entries[f"rl-policy:{path.parent.name}"] = ("rl-policy", options)
     scores: dict[str, dict[tuple[str, int], float]] = {}
     for name, (agent, options) in entries.items():
         scores[name] = {}
@@ -481,7 +528,7 @@ def _plot_eval(result: dict[str, Any], path: Path) -> None:
 
 #: The help of each ``train`` option (``TrainConfig``'s fields).
 TRAIN_HELP = {
-    "algo": f"one of {', '.join(ALGOS)}",
+    "algo": f"one of {', '.join(SB3_ALGOS)} (cleanrl-ppo is scripts/cleanrl_ppo.py's)",
     "split": "the split whose train part it learns on (tune_gym/envs/splits)",
     "seed": "seed of the run (the policy and the sub-envs' task draws)",
     "steps": "env steps to train for (all sub-envs together)",
@@ -496,6 +543,7 @@ TRAIN_HELP = {
     "eval_every": "env steps between evaluations on the validation part",
     "eval_episodes": "episodes per evaluation",
     "checkpoint_every": "env steps between checkpoints (a killed run resumes from the last one)",
+    "hide": "observation parts the policy trains and runs without (zeroed), e.g. task slot_extents",
 }
 
 
@@ -508,23 +556,29 @@ def main(argv: list[str] | None = None) -> None:
     for field, value in asdict(defaults).items():
         if field == "net":
             t.add_argument("--net", type=int, nargs="+", default=list(value), help="hidden layer widths")
+        elif field == "hide":
+            t.add_argument("--hide", nargs="*", default=list(value), metavar="PART",
+                           choices=list(observation_slices(defaults.batch_size)), help=f"{TRAIN_HELP[field]} "
+                           f"(of {', '.join(observation_slices(defaults.batch_size))}; default none)")
         else:
             t.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value,
                            help=f"{TRAIN_HELP[field]} (default {value})")
     t.add_argument("--out", type=Path, default=RESULTS / "runs", help="folder of the runs (default %(default)s)")
     e = sub.add_parser("evaluate", help="score policies on their split's test part")
-    e.add_argument("policies", type=Path, nargs="+", help="policy.zip files of one split")
+    e.add_argument("policies", type=Path, nargs="+", help="policy.zip / policy.pt files of one split")
     e.add_argument("--budget", type=int, default=64, help="trials per run (default %(default)s)")
     e.add_argument("--seeds", type=int, default=10, help="runs per task and agent (default %(default)s)")
     e.add_argument("--batch", type=int, default=8, help="configs per env step (default %(default)s)")
     e.add_argument("--out", type=Path, default=RESULTS, help="folder of rl_eval.{json,md,png} (default %(default)s)")
+    e.add_argument("--deterministic", action="store_true",
+                   help="the policies take their most likely action instead of sampling it")
     args = parser.parse_args(argv)
     try:
         if args.command == "train":
             fields = {k: getattr(args, k) for k in asdict(defaults)}
-            train(TrainConfig(**{**fields, "net": tuple(args.net)}), args.out, argv=argv)
+            train(TrainConfig(**{**fields, "net": tuple(args.net), "hide": tuple(args.hide)}), args.out, argv=argv)
         else:
-            evaluate(args.policies, args.budget, args.seeds, args.out, args.batch)
+            evaluate(args.policies, args.budget, args.seeds, args.out, args.batch, args.deterministic)
     except (OptionError, ValueError) as err:
         parser.exit(2, f"train_rl.py: error: {err}\n")
 

@@ -84,7 +84,7 @@ def test_the_policy_tunes_a_held_out_task_and_sees_what_the_env_shows(trained):
 def test_rl_policy_refuses_a_missing_checkpoint_and_a_space_it_cannot_encode(tmp_path):
     with pytest.raises(OptionError, match="needs option 'checkpoint'"):
         make_agent("rl-policy")
-    with pytest.raises(OptionError, match="not a policy .zip file"):
+    with pytest.raises(OptionError, match="not a policy .zip or .pt file"):
         make_agent("rl-policy", checkpoint=str(tmp_path / "none.zip"))
 
 

@@ -1,0 +1,84 @@
+"""scripts/cleanrl_ppo.py: a tiny PPO run on a train part that mixes conv2d, dense and batch_matmul
+tasks, the masks its actions keep to, its repeatability, and its policy run by the rl-policy agent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import tune_gym  # noqa: F401  (registers the envs)
+from agents.base import make_agent, run
+from agents.models.masked_policy import MaskedPolicy
+from tune_gym.envs.task_sets import load_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import cleanrl_ppo
+import train_rl
+
+#: by-host-v1's train part holds conv2d_nchw, dense and batch_matmul tasks (and two more operators).
+SPLIT = "by-host-v1"
+#: 2 sub-envs x 1 episode of 4 steps per rollout (budget 32, batch 8): 4 updates in 32 steps.
+TINY: dict[str, Any] = dict(split=SPLIT, steps=32, n_envs=2, budget=32, rollout_episodes=1, minibatch=4, epochs=2,
+                            net=(16,), eval_every=16, eval_episodes=2)
+
+
+def test_the_split_mixes_the_operators():
+    ops = {ref.task.split("/")[2] for ref in load_split(SPLIT).tasks("train")}
+    assert {"conv2d_nchw-v1", "dense-v1", "batch_matmul-v1"} <= ops
+
+
+def test_sampled_actions_keep_to_the_masks():
+    cfg = train_rl.TrainConfig(**TINY)
+    env = train_rl.native_vec_env(cfg, "train", cfg.n_envs)
+    torch.manual_seed(0)
+    policy = MaskedPolicy(env.single_observation_space.shape[0], env.single_action_space.nvec, (16,))
+    obs, _ = env.reset(seed=1)
+    buf, _ = cleanrl_ppo.rollout(policy, env, obs, cfg, torch.Generator().manual_seed(2))
+    env.close()
+    starts = np.concatenate([[0], np.cumsum(policy.nvec)[:-1]])
+    allowed = np.take_along_axis(buf["masks"], starts + buf["actions"], axis=-1)
+    assert allowed.all()
+    assert (buf["masks"].sum(-1) < policy.nvec.sum()).all()  # the masks do forbid something
+    assert buf["dones"][-1].all() and np.isfinite(buf["logp"]).all()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, Path]:
+    """The same tiny run twice, in two folders."""
+    cfg = train_rl.TrainConfig(**TINY)
+    return cleanrl_ppo.train(cfg, tmp_path_factory.mktemp("a")), cleanrl_ppo.train(cfg, tmp_path_factory.mktemp("b"))
+
+
+def test_a_tiny_run_writes_its_outputs_and_repeats_exactly(runs):
+    a, b = runs
+    for name in ("policy.pt", "policy.json", "curve.csv", "curve.png", "stats.csv"):
+        assert (a / name).stat().st_size > 0, name
+    curve = (a / "curve.csv").read_text().splitlines()
+    assert curve[0] == "part,step,mean_return,episodes" and len(curve) == 1 + 4 + 3  # 4 rollouts, 3 evaluations
+    assert (a / "curve.csv").read_text() == (b / "curve.csv").read_text()
+    assert (a / "stats.csv").read_text() == (b / "stats.csv").read_text()
+    wa, wb = torch.load(a / "policy.pt")["state_dict"], torch.load(b / "policy.pt")["state_dict"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_another_seed_gives_other_numbers(runs, tmp_path):
+    other = cleanrl_ppo.train(train_rl.TrainConfig(**{**TINY, "seed": 1}), tmp_path)
+    assert (other / "stats.csv").read_text() != (runs[0] / "stats.csv").read_text()
+
+
+@pytest.mark.slow
+def test_the_rl_policy_agent_runs_the_trained_policy(runs):
+    agent = make_agent("rl-policy", checkpoint=str(runs[0] / "policy.pt"))
+    assert agent.masked
+    env = gym.make("tune_gym/Tune-v0", task="bert_base:0", preset="compact", backend="replay", batch_size=8,
+                   budget=32, reward_norm="none", max_episode_steps=-1)
+    result = run(agent, env, seed=3)
+    env.close()
+    configs = [t.config for t in result.trials]
+    assert len(configs) == len(set(configs)) > 8
