@@ -55,6 +55,7 @@ from training_common import command_line, display
 from agents.models.masked_policy import MaskedPolicy
 from agents.rl import unchecked_distributions
 from agents.rl_policy import hide_parts, write_meta
+from tune_gym.envs.multi_task import observation_slices
 from tune_gym.options import OptionError
 
 __all__ = ["ALGO", "PPOSettings", "train"]
@@ -153,8 +154,11 @@ def update(policy: MaskedPolicy, optimizer: torch.optim.Optimizer, buf: dict[str
     return stats
 
 
-def train(cfg: TrainConfig, out: Path = RESULTS / "runs", argv: list[str] | None = None) -> Path:
-    """Train the run of ``cfg`` (``algo`` ``cleanrl-ppo``) under ``out``; returns its directory."""
+def train(cfg: TrainConfig, out: Path = RESULTS / "runs", argv: list[str] | None = None,
+          copy_best: bool = False) -> Path:
+    """Train the run of ``cfg`` (``algo`` ``cleanrl-ppo``) under ``out``; returns its directory.
+    ``copy_best``: the policy has :class:`~agents.models.masked_policy.MaskedPolicy`'s copy
+    pathway to the best config so far."""
     cfg = replace(cfg, algo=ALGO)
     cfg.check()
     torch.set_num_threads(1)
@@ -165,7 +169,8 @@ def train(cfg: TrainConfig, out: Path = RESULTS / "runs", argv: list[str] | None
     env = native_vec_env(cfg, "train", cfg.n_envs)
     val_env = make_vec_env(cfg, "validation", cfg.eval_episodes)
     try:
-        policy = MaskedPolicy(env.single_observation_space.shape[0], env.single_action_space.nvec, cfg.net)
+        best_at = observation_slices(cfg.batch_size)["best"].start if copy_best else None
+        policy = MaskedPolicy(env.single_observation_space.shape[0], env.single_action_space.nvec, cfg.net, best_at)
         optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate, eps=1e-5)
         obs, _ = env.reset(seed=cfg.seed)
         obs = hide_parts(obs, cfg.hide, cfg.batch_size)
@@ -189,7 +194,8 @@ def train(cfg: TrainConfig, out: Path = RESULTS / "runs", argv: list[str] | None
         policy.save(run_dir / "policy.pt")
         write_meta(run_dir / "policy.pt", {
             "algo": ALGO, "split": cfg.split, "seed": cfg.seed, "timesteps": step, "batch_size": cfg.batch_size,
-            "budget": cfg.budget, "reward_norm": "optimum", "hide": list(cfg.hide), "config": asdict(cfg),
+            "budget": cfg.budget, "reward_norm": "optimum", "hide": list(cfg.hide), "copy_best": copy_best,
+            "config": asdict(cfg),
             "command": command_line("cleanrl_ppo.py", argv), "env_steps_per_second": round(step / seconds, 1)})
         write_curve(curve, run_dir)
         plot_curve(curve, run_dir / "curve.png", f"{ALGO} on {cfg.split} (seed {cfg.seed})")
@@ -233,12 +239,14 @@ def main(argv: list[str] | None = None) -> None:
         else:
             parser.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value,
                                 help=f"{TRAIN_HELP[field]} (default {value})")
+    parser.add_argument("--copy-best", action="store_true",
+                        help="give the policy a learned gate per action slot towards the best config's value")
     parser.add_argument("--out", type=Path, default=RESULTS / "runs", help="folder of the runs (default %(default)s)")
     args = parser.parse_args(argv)
     fields = {k: getattr(args, k) for k in asdict(defaults) if k not in ("algo", "checkpoint_every")}
     try:
         train(TrainConfig(**{**fields, "algo": ALGO, "net": tuple(args.net), "hide": tuple(args.hide)}), args.out,
-              argv=argv)
+              argv=argv, copy_best=args.copy_best)
     except (OptionError, ValueError) as err:
         parser.exit(2, f"cleanrl_ppo.py: error: {err}\n")
 

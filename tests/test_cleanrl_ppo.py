@@ -82,3 +82,24 @@ def test_the_rl_policy_agent_runs_the_trained_policy(runs):
     env.close()
     configs = [t.config for t in result.trials]
     assert len(configs) == len(set(configs)) > 8
+
+
+def test_the_copy_pathway_keeps_the_best_configs_values_and_survives_a_save(tmp_path):
+    from tune_gym.envs.canonical import N_SLOTS, NVEC
+    from tune_gym.envs.multi_task import observation_slices
+
+    slices = observation_slices(2)
+    obs_dim = max(s.stop for s in slices.values())
+    torch.manual_seed(0)
+    policy = MaskedPolicy(obs_dim, np.tile(NVEC, 2), (8,), copy_best_at=slices["best"].start)
+    best = np.random.default_rng(0).integers(0, NVEC)
+    obs = np.zeros((3, obs_dim), np.float32)
+    obs[:, slices["best"]] = best / (NVEC - 1)
+    masks = np.ones((3, 2 * int(NVEC.sum())), bool)
+    with torch.no_grad():
+        policy.copy[-1].bias.fill_(60.0)  # a gate this large keeps every slot at the best value
+    action, _ = policy.predict(obs, action_masks=masks)
+    assert (action.reshape(3, 2, N_SLOTS) == best).all()
+    policy.save(tmp_path / "p.pt")
+    again, _ = MaskedPolicy.load(tmp_path / "p.pt").predict(obs, deterministic=True, action_masks=masks)
+    assert (again.reshape(3, 2, N_SLOTS) == best).all()

@@ -12,7 +12,7 @@ import pytest
 
 import tune_gym  # noqa: F401  (registers the envs)
 from agents.base import NotApplicable, list_agents, make_agent, run
-from tune_gym.envs.multi_task import MultiTuneEnv
+from tune_gym.envs.multi_task import MultiTuneEnv, observation_slices
 from tune_gym.options import OptionError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
@@ -100,8 +100,36 @@ def test_rl_policy_declines_a_space_the_canonical_encoding_cannot_hold(trained):
         agent.reset(space, Task.parse("resnet18:7"), seed=0)
 
 
+@pytest.mark.slow
+def test_a_run_without_the_task_features_resumes_exactly_and_its_agent_hides_them(tmp_path):
+    """``--hide``: the run sees zeros where the hidden parts were, a stopped run resumes to the
+    same policy, and the rl-policy agent shows the policy the same zeroed observation."""
+    cfg = train_rl.TrainConfig(**{**SMALL, "steps": 128, "hide": ("task", "slot_extents")})
+    whole = train_rl.train(cfg, tmp_path / "whole")
+    train_rl.train(cfg, tmp_path / "parts", stop_at=64)
+    resumed = train_rl.train(cfg, tmp_path / "parts")
+    assert (resumed / "curve.csv").read_text() == (whole / "curve.csv").read_text()
+    a, b = _params(whole), _params(resumed)
+    assert all(np.array_equal(a[key], b[key]) for key in a)
+
+    agent = make_agent("rl-policy", checkpoint=str(whole / "policy.zip"))
+    multi = MultiTuneEnv(tasks=["bert_base:0"], budget=32, batch_size=8)
+    obs, _ = multi.reset(seed=0)
+    agent.reset(multi.env.space, multi.env.task, seed=5)
+    slices = observation_slices(8)
+    hidden = np.zeros(len(obs), dtype=bool)
+    hidden[slices["task"]] = hidden[slices["slot_extents"]] = True
+    assert obs[hidden].any() and not agent.observation()[hidden].any()
+    np.testing.assert_array_equal(agent.observation()[~hidden], obs[~hidden])
+    multi.close()
+
+
 def test_bad_training_settings_are_refused_by_name():
     with pytest.raises(OptionError, match="--budget 30 must be a multiple of --batch-size 8"):
         train_rl.TrainConfig(budget=30).check()
     with pytest.raises(OptionError, match="--algo must be one of ppo, maskable-ppo"):
         train_rl.TrainConfig(algo="dqn").check()
+    with pytest.raises(OptionError, match="--hide: 'tasks' is not an observation part"):
+        train_rl.TrainConfig(hide=("tasks",)).check()
+    with pytest.raises(OptionError, match="--algo cleanrl-ppo is trained by scripts/cleanrl_ppo.py"):
+        train_rl.train(train_rl.TrainConfig(algo="cleanrl-ppo"))

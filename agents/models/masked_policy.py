@@ -10,6 +10,14 @@ once with the Gumbel-max trick from an explicit ``torch.Generator`` (or the glob
 batch of observations costs one matrix product and one ``argmax``, and a seeded run repeats
 exactly. The critic is a separate network of the same widths.
 
+``copy_best_at`` (optional) adds a *copy* pathway: the observation holds the best config so far
+as canonical values scaled to [0, 1] from that index on (``MultiTune-v0``'s ``best`` part), and a
+third network of the same widths outputs one gate per action slot that is added to the logit of
+that slot's value in the best config. A gate near 0 leaves the slot to the actor's logits; a
+large one keeps the best config's value. "Stay near the best config" then needs no mapping from
+a scaled number to a category, and means the same on every task (a search behaviour, not a
+task's answer).
+
 ``scripts/cleanrl_ppo.py`` trains it; :meth:`MaskedPolicy.save` writes the weights
 (``policy.pt``) and :meth:`MaskedPolicy.load` reads them back, and :meth:`MaskedPolicy.predict`
 answers like a stable-baselines3 model's, so the ``rl-policy`` agent (:mod:`agents.rl_policy`,
@@ -25,6 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from tune_gym.envs.canonical import N_SLOTS, NVEC
 
 __all__ = ["MaskedPolicy"]
 
@@ -53,9 +63,18 @@ class MaskedPolicy(nn.Module):
         net: hidden layer widths of the actor and of the critic.
     """
 
-    def __init__(self, obs_dim: int, nvec: np.ndarray, net: tuple[int, ...] = (256, 256)) -> None:
+    def __init__(self, obs_dim: int, nvec: np.ndarray, net: tuple[int, ...] = (256, 256),
+                 copy_best_at: int | None = None) -> None:
         super().__init__()
         self.obs_dim, self.nvec, self.net = int(obs_dim), np.asarray(nvec, dtype=np.int64), tuple(net)
+        self.copy_best_at = copy_best_at
+        if copy_best_at is not None:
+            if len(self.nvec) % N_SLOTS or not (self.nvec.reshape(-1, N_SLOTS) == NVEC).all():
+                raise ValueError("copy_best_at needs MultiTune-v0's action (rows of canonical slots)")
+            if not 0 <= copy_best_at <= self.obs_dim - N_SLOTS:
+                raise ValueError(f"copy_best_at {copy_best_at}: the best config's {N_SLOTS} values must lie in the "
+                                 f"observation of {self.obs_dim}")
+            self.copy = _mlp([self.obs_dim, *self.net, len(self.nvec)], 0.01)
         flat = int(self.nvec.sum())
         self.actor = _mlp([self.obs_dim, *self.net, flat], 0.01)
         self.critic = _mlp([self.obs_dim, *self.net, 1], 1.0)
@@ -76,8 +95,19 @@ class MaskedPolicy(nn.Module):
         ``-inf``, normalised per slot."""
         logits = self.actor(obs)
         extra = torch.full((logits.shape[0], 1), -torch.inf, dtype=logits.dtype)
-        logits = torch.cat([logits.masked_fill(~masks, -torch.inf), extra], dim=1)
-        return torch.log_softmax(logits[:, self.index], dim=-1)
+        table = torch.cat([logits.masked_fill(~masks, -torch.inf), extra], dim=1)[:, self.index]
+        if self.copy_best_at is not None:
+            table = table.scatter_add(-1, self.best_values(obs).unsqueeze(-1), self.copy(obs).unsqueeze(-1))
+        return torch.log_softmax(table, dim=-1)
+
+    def best_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """The best config's canonical value of every action slot (each row of the action
+        has the same), ``(n, slots)``, read from the observation."""
+        at = self.copy_best_at
+        assert at is not None
+        scaled = obs[:, at:at + N_SLOTS] * torch.from_numpy(NVEC - 1).to(obs.dtype)
+        values = torch.round(scaled).long().clamp(min=0)
+        return values.repeat(1, len(self.nvec) // N_SLOTS)
 
     def sample(self, logp: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """One value per slot drawn from :meth:`masked_logits`' output (Gumbel-max), ``(n, slots)``."""
@@ -116,7 +146,7 @@ class MaskedPolicy(nn.Module):
     def save(self, path: str | Path) -> None:
         """Write the weights and the shapes (``torch.save``) to ``path``."""
         torch.save({"obs_dim": self.obs_dim, "nvec": self.nvec.tolist(), "net": list(self.net),
-                    "state_dict": self.state_dict()}, path)
+                    "copy_best_at": self.copy_best_at, "state_dict": self.state_dict()}, path)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", **_: Any) -> MaskedPolicy:
@@ -124,7 +154,7 @@ class MaskedPolicy(nn.Module):
         if device != "cpu":
             raise ValueError(f"MaskedPolicy runs on the CPU, not {device!r}")
         data = torch.load(path, map_location="cpu", weights_only=True)
-        policy = cls(data["obs_dim"], np.array(data["nvec"]), tuple(data["net"]))
+        policy = cls(data["obs_dim"], np.array(data["nvec"]), tuple(data["net"]), data.get("copy_best_at"))
         policy.load_state_dict(data["state_dict"])
         policy.eval()
         return policy
