@@ -155,12 +155,15 @@ def update(policy: MaskedPolicy, optimizer: torch.optim.Optimizer, buf: dict[str
 
 
 def train(cfg: TrainConfig, out: Path = RESULTS / "runs", argv: list[str] | None = None,
-          copy_best: bool = False) -> Path:
+          copy_best: float | None = None, copy_only: bool = False) -> Path:
     """Train the run of ``cfg`` (``algo`` ``cleanrl-ppo``) under ``out``; returns its directory.
     ``copy_best``: the policy has :class:`~agents.models.masked_policy.MaskedPolicy`'s copy
-    pathway to the best config so far."""
+    pathway to the best config so far, its gates starting at this value (None: no pathway);
+    ``copy_only``: the policy has the gates only (no per-value logits)."""
     cfg = replace(cfg, algo=ALGO)
     cfg.check()
+    if copy_only and copy_best is None:
+        raise OptionError("--copy-only needs --copy-best (the gates are all the policy has)")
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     gen, rng = torch.Generator().manual_seed(cfg.seed), np.random.default_rng(cfg.seed)
@@ -169,8 +172,9 @@ def train(cfg: TrainConfig, out: Path = RESULTS / "runs", argv: list[str] | None
     env = native_vec_env(cfg, "train", cfg.n_envs)
     val_env = make_vec_env(cfg, "validation", cfg.eval_episodes)
     try:
-        best_at = observation_slices(cfg.batch_size)["best"].start if copy_best else None
-        policy = MaskedPolicy(env.single_observation_space.shape[0], env.single_action_space.nvec, cfg.net, best_at)
+        best_at = observation_slices(cfg.batch_size)["best"].start if copy_best is not None else None
+        policy = MaskedPolicy(env.single_observation_space.shape[0], env.single_action_space.nvec, cfg.net, best_at,
+                              copy_best or 0.0, values=not copy_only)
         optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate, eps=1e-5)
         obs, _ = env.reset(seed=cfg.seed)
         obs = hide_parts(obs, cfg.hide, cfg.batch_size)
@@ -195,7 +199,7 @@ def train(cfg: TrainConfig, out: Path = RESULTS / "runs", argv: list[str] | None
         write_meta(run_dir / "policy.pt", {
             "algo": ALGO, "split": cfg.split, "seed": cfg.seed, "timesteps": step, "batch_size": cfg.batch_size,
             "budget": cfg.budget, "reward_norm": "optimum", "hide": list(cfg.hide), "copy_best": copy_best,
-            "config": asdict(cfg),
+            "copy_only": copy_only, "config": asdict(cfg),
             "command": command_line("cleanrl_ppo.py", argv), "env_steps_per_second": round(step / seconds, 1)})
         write_curve(curve, run_dir)
         plot_curve(curve, run_dir / "curve.png", f"{ALGO} on {cfg.split} (seed {cfg.seed})")
@@ -239,14 +243,19 @@ def main(argv: list[str] | None = None) -> None:
         else:
             parser.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value,
                                 help=f"{TRAIN_HELP[field]} (default {value})")
-    parser.add_argument("--copy-best", action="store_true",
-                        help="give the policy a learned gate per action slot towards the best config's value")
+    parser.add_argument("--copy-best", type=float, default=None, metavar="INIT",
+                        help="give the policy a learned gate per action slot towards the best config's value, "
+                             "starting at INIT (e.g. 0 or 1.5; default: no such gate)")
+    parser.add_argument("--copy-only", action="store_true",
+                        help="with --copy-best: the policy learns the gates only, no per-value logits (every allowed "
+                             "value equally likely but for the gates)")
     parser.add_argument("--out", type=Path, default=RESULTS / "runs", help="folder of the runs (default %(default)s)")
     args = parser.parse_args(argv)
     fields = {k: getattr(args, k) for k in asdict(defaults) if k not in ("algo", "checkpoint_every")}
     try:
         train(TrainConfig(**{**fields, "algo": ALGO, "net": tuple(args.net), "hide": tuple(args.hide)}), args.out,
-              argv=argv, copy_best=args.copy_best)
+              argv=argv, copy_best=args.copy_best,
+              copy_only=args.copy_only)
     except (OptionError, ValueError) as err:
         parser.exit(2, f"cleanrl_ppo.py: error: {err}\n")
 

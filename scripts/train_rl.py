@@ -451,9 +451,11 @@ def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS,
     optima = test_optima(split)
     entries: dict[str, tuple[str, dict[str, Any]]] = {
         "random": ("random", {}), SEARCH_AGENT: (SEARCH_AGENT, {})}
+    names = [path.parent.name for path in policies]
     for path in policies:
         options = {"checkpoint": str(path), **({"deterministic": True} if deterministic else {})}
-        entries[f"rl-policy:{path.parent.name}"] = ("rl-policy", options)
+        name = path.parent.name if names.count(path.parent.name) == 1 else "/".join(path.parts[-3:-1])
+        entries[f"rl-policy:{name}"] = ("rl-policy", options)
     scores: dict[str, dict[tuple[str, int], float]] = {}
     for name, (agent, options) in entries.items():
         scores[name] = {}

@@ -103,3 +103,26 @@ def test_the_copy_pathway_keeps_the_best_configs_values_and_survives_a_save(tmp_
     policy.save(tmp_path / "p.pt")
     again, _ = MaskedPolicy.load(tmp_path / "p.pt").predict(obs, deterministic=True, action_masks=masks)
     assert (again.reshape(3, 2, N_SLOTS) == best).all()
+
+
+def test_a_gates_only_policy_is_uniform_but_for_its_gates(tmp_path):
+    from tune_gym.envs.canonical import NVEC
+    from tune_gym.envs.multi_task import observation_slices
+    from tune_gym.options import OptionError
+
+    slices = observation_slices(1)
+    obs_dim = max(s.stop for s in slices.values())
+    with pytest.raises(ValueError, match="needs the copy pathway"):
+        MaskedPolicy(obs_dim, NVEC, (8,), values=False)
+    with pytest.raises(OptionError, match="--copy-only needs --copy-best"):
+        cleanrl_ppo.train(train_rl.TrainConfig(**TINY), tmp_path, copy_only=True)
+    policy = MaskedPolicy(obs_dim, NVEC, (8,), copy_best_at=slices["best"].start, copy_init=0.0, values=False)
+    assert policy.actor is None
+    with torch.no_grad():
+        policy.copy[-1].weight.zero_()
+        logp = policy.masked_logits(torch.zeros((1, obs_dim)), torch.ones((1, int(NVEC.sum())), dtype=torch.bool))
+    probs = logp.exp()[0]
+    for slot, n in enumerate(NVEC):
+        np.testing.assert_allclose(probs[slot, :n].numpy(), 1.0 / n, rtol=1e-5)
+    policy.save(tmp_path / "p.pt")
+    assert MaskedPolicy.load(tmp_path / "p.pt").actor is None

@@ -16,7 +16,12 @@ third network of the same widths outputs one gate per action slot that is added 
 that slot's value in the best config. A gate near 0 leaves the slot to the actor's logits; a
 large one keeps the best config's value. "Stay near the best config" then needs no mapping from
 a scaled number to a category, and means the same on every task (a search behaviour, not a
-task's answer).
+task's answer). ``copy_init`` is the gates' starting value (their output layer's bias): 0
+starts from the actor alone, 1.5 from "keep each of the best config's values about e^1.5 times
+as often as any other value". ``values=False`` drops the actor's per-value logits: every
+allowed value is equally likely but for the gates, so the policy learns only how closely to keep
+to the best config (in each slot, row and state), never which values are good on the tasks it
+trained on.
 
 ``scripts/cleanrl_ppo.py`` trains it; :meth:`MaskedPolicy.save` writes the weights
 (``policy.pt``) and :meth:`MaskedPolicy.load` reads them back, and :meth:`MaskedPolicy.predict`
@@ -64,10 +69,12 @@ class MaskedPolicy(nn.Module):
     """
 
     def __init__(self, obs_dim: int, nvec: np.ndarray, net: tuple[int, ...] = (256, 256),
-                 copy_best_at: int | None = None) -> None:
+                 copy_best_at: int | None = None, copy_init: float = 0.0, values: bool = True) -> None:
         super().__init__()
         self.obs_dim, self.nvec, self.net = int(obs_dim), np.asarray(nvec, dtype=np.int64), tuple(net)
-        self.copy_best_at = copy_best_at
+        self.copy_best_at, self.values = copy_best_at, values
+        if not values and copy_best_at is None:
+            raise ValueError("a policy without value logits needs the copy pathway (copy_best_at)")
         if copy_best_at is not None:
             if len(self.nvec) % N_SLOTS or not (self.nvec.reshape(-1, N_SLOTS) == NVEC).all():
                 raise ValueError("copy_best_at needs MultiTune-v0's action (rows of canonical slots)")
@@ -75,8 +82,11 @@ class MaskedPolicy(nn.Module):
                 raise ValueError(f"copy_best_at {copy_best_at}: the best config's {N_SLOTS} values must lie in the "
                                  f"observation of {self.obs_dim}")
             self.copy = _mlp([self.obs_dim, *self.net, len(self.nvec)], 0.01)
+            gate = self.copy[-1]
+            assert isinstance(gate, nn.Linear)
+            nn.init.constant_(gate.bias, copy_init)
         flat = int(self.nvec.sum())
-        self.actor = _mlp([self.obs_dim, *self.net, flat], 0.01)
+        self.actor = _mlp([self.obs_dim, *self.net, flat], 0.01) if values else None
         self.critic = _mlp([self.obs_dim, *self.net, 1], 1.0)
         width = int(self.nvec.max())
         # where each (slot, value) of the padded table is in the flat vector; padding reads
@@ -93,7 +103,7 @@ class MaskedPolicy(nn.Module):
         """Log-probabilities ``(n, slots, max(nvec))`` of every slot's values: the actor's
         logits with disallowed values (``masks`` False, ``(n, nvec.sum())``) and padding at
         ``-inf``, normalised per slot."""
-        logits = self.actor(obs)
+        logits = self.actor(obs) if self.actor is not None else torch.zeros((obs.shape[0], int(self.nvec.sum())))
         extra = torch.full((logits.shape[0], 1), -torch.inf, dtype=logits.dtype)
         table = torch.cat([logits.masked_fill(~masks, -torch.inf), extra], dim=1)[:, self.index]
         if self.copy_best_at is not None:
@@ -146,7 +156,7 @@ class MaskedPolicy(nn.Module):
     def save(self, path: str | Path) -> None:
         """Write the weights and the shapes (``torch.save``) to ``path``."""
         torch.save({"obs_dim": self.obs_dim, "nvec": self.nvec.tolist(), "net": list(self.net),
-                    "copy_best_at": self.copy_best_at, "state_dict": self.state_dict()}, path)
+                    "copy_best_at": self.copy_best_at, "values": self.values, "state_dict": self.state_dict()}, path)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", **_: Any) -> MaskedPolicy:
@@ -154,7 +164,8 @@ class MaskedPolicy(nn.Module):
         if device != "cpu":
             raise ValueError(f"MaskedPolicy runs on the CPU, not {device!r}")
         data = torch.load(path, map_location="cpu", weights_only=True)
-        policy = cls(data["obs_dim"], np.array(data["nvec"]), tuple(data["net"]), data.get("copy_best_at"))
+        policy = cls(data["obs_dim"], np.array(data["nvec"]), tuple(data["net"]), data.get("copy_best_at"),
+                     values=data.get("values", True))
         policy.load_state_dict(data["state_dict"])
         policy.eval()
         return policy
