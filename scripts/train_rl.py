@@ -20,6 +20,9 @@ ends with the same policy as an uninterrupted run. The run directory
 ``policy.zip`` + ``policy.json`` (what :mod:`agents.rl_policy` loads), ``curve.csv`` and
 ``curve.png``: the mean return of the training episodes of each rollout and, every
 ``--eval-every`` steps, the mean return of ``--eval-episodes`` episodes on the validation part.
+``--hide PART ...`` trains without some observation parts (zeroed, :func:`agents.rl_policy.hide_parts`;
+``policy.json`` records them and the ``rl-policy`` agent zeroes them too). ``scripts/cleanrl_ppo.py``
+trains a plain-PyTorch PPO with the same settings and helpers (algo ``cleanrl-ppo``, ``policy.pt``).
 
 ``evaluate`` scores policies on the split's test part at a fixed trial budget through the
 leaderboard's runner (:func:`benchmarks.leaderboard.runner.run_one`, the ``Tune-v0`` replay env
@@ -31,7 +34,9 @@ leaderboard's best-so-far table): per run the
 best GFLOPS found within the budget over the task's optimum, mean and 95% band over the
 (task, seed) runs, and a paired Wilcoxon signed-rank test of the policy against each baseline
 (:func:`benchmarks.leaderboard.significance.paired_test`). It writes ``rl_eval.json``,
-``rl_eval.md`` and ``rl_eval.png`` under ``--out`` (``benchmarks/results/rl``).
+``rl_eval.md`` and ``rl_eval.png`` under ``--out`` (``benchmarks/results/rl``). ``--part
+validation`` scores on the validation part instead, to choose between training settings without
+looking at the test part; ``--deterministic`` makes the policies take their most likely action.
 
 Determinism: a seed fixes the run (one PyTorch thread, CPU). Speed: see docs/environments.md, "RL across tasks".
 """
@@ -403,27 +408,28 @@ def plot_curve(curve: list[tuple[str, int, float, int]], path: Path, title: str)
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
-def _specs(agent: str, options: dict[str, Any], split: str, budget: int, batch: int, seeds: int) -> list[Any]:
-    """The runs of one agent on the split's test part."""
+def _specs(agent: str, options: dict[str, Any], split: str, part: str, budget: int, batch: int,
+           seeds: int) -> list[Any]:
+    """The runs of one agent on the split's part."""
     from benchmarks.leaderboard.suite import RunSpec
 
-    refs = load_split(split).tasks("test")
+    refs = load_split(split).tasks(part)
     return [RunSpec(agent, ref.task, ref.preset, "replay", seed, budget, batch, options)
             for ref in refs for seed in range(seeds)]
 
 
-def test_optima(split: str) -> dict[str, float]:
-    """The optimum GFLOPS of each task of the split's test part, from the data the leaderboard's
+def test_optima(split: str, part: str = "test") -> dict[str, float]:
+    """The optimum GFLOPS of each task of the split's ``part``, from the data the leaderboard's
     runner replays (refused where that is not the split's host's data)."""
     from tune_gym.datasets.catalog import find_dataset
     from tune_gym.envs.multi_task import MultiTuneEnv, dataset_path
 
-    env = MultiTuneEnv(split=split, part="test", reward_norm="optimum")
+    env = MultiTuneEnv(split=split, part=part, reward_norm="optimum")
     try:
         for ref in env.tasks:
             entry = find_dataset(ref.task, ref.preset)
             if entry is None or str(entry.path) != dataset_path(ref):
-                raise OptionError(f"{split}: test task {ref.task} is replayed by tune-gym bench from another host's "
+                raise OptionError(f"{split}: {part} task {ref.task} is replayed by tune-gym bench from another host's "
                                   "data than the split's; evaluate a split whose test data is the catalog's")
         return {ref.task: e.reference_gflops for ref, e in zip(env.tasks, env.envs)}
     finally:
@@ -431,10 +437,11 @@ def test_optima(split: str) -> dict[str, float]:
 
 
 def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS, batch: int = 8,
-             deterministic: bool = False) -> dict[str, Any]:
+             deterministic: bool = False, part: str = "test") -> dict[str, Any]:
     """Score ``policies`` and the baselines on their split's test part (see the module docstring);
     ``deterministic``: the policies take their most likely action (the ``rl-policy`` agent's
-    option) instead of sampling it."""
+    option) instead of sampling it; ``part="validation"`` scores them on the validation part
+    instead (to choose between training settings without looking at the test part)."""
     import torch
 
     from agents.rl_policy import load_policy
@@ -448,7 +455,7 @@ def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS,
         raise OptionError(f"the policies were trained on different splits ({', '.join(sorted(splits))}); "
                           "evaluate one split at a time")
     split = splits.pop()
-    optima = test_optima(split)
+    optima = test_optima(split, part)
     entries: dict[str, tuple[str, dict[str, Any]]] = {
         "random": ("random", {}), SEARCH_AGENT: (SEARCH_AGENT, {})}
     names = [path.parent.name for path in policies]
@@ -459,12 +466,12 @@ def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS,
     scores: dict[str, dict[tuple[str, int], float]] = {}
     for name, (agent, options) in entries.items():
         scores[name] = {}
-        for spec in _specs(agent, options, split, budget, batch, seeds):
+        for spec in _specs(agent, options, split, part, budget, batch, seeds):
             line = run_one(spec)
             best = float("nan") if "not_applicable" in line else line["best_gflops"] / optima[line["task_uri"]]
             scores[name][(spec.task, spec.seed)] = best
         print(f"{name}: mean {np.nanmean(list(scores[name].values())):.3f}", flush=True)
-    result = _summary(scores, split, budget, seeds, batch, paired_test, score_band)
+    result = _summary(scores, split, part, budget, seeds, batch, paired_test, score_band)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rl_eval.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "rl_eval.md").write_text(_markdown(result))
@@ -473,8 +480,8 @@ def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS,
     return result
 
 
-def _summary(scores: dict[str, dict[tuple[str, int], float]], split: str, budget: int, seeds: int, batch: int,
-             paired_test: Any, score_band: Any) -> dict[str, Any]:
+def _summary(scores: dict[str, dict[tuple[str, int], float]], split: str, part: str, budget: int, seeds: int,
+             batch: int, paired_test: Any, score_band: Any) -> dict[str, Any]:
     """Mean, 95% band and the Wilcoxon tests of each policy against each baseline."""
     rows = {}
     for name, runs in scores.items():
@@ -490,13 +497,14 @@ def _summary(scores: dict[str, dict[tuple[str, int], float]], split: str, budget
             pairs, p, direction, why = paired_test(scores[name], scores[base])
             tests.append({"policy": name, "baseline": base, "pairs": pairs, "p": p, "direction": direction,
                           "why": why})
-    return {"split": split, "part": "test", "budget": budget, "batch": batch, "seeds": seeds,
+    return {"split": split, "part": part, "budget": budget, "batch": batch, "seeds": seeds,
             "metric": "best GFLOPS within the budget / the task's optimum", "agents": rows, "wilcoxon": tests}
 
 
 def _markdown(result: dict[str, Any]) -> str:
-    lines = [f"# RL policies on {result['split']} (test part), budget {result['budget']} trials",
-             "", f"{result['metric']}; mean and 95% band over {result['seeds']} seeds x the test tasks.", "",
+    lines = [f"# RL policies on {result['split']} ({result['part']} part), budget {result['budget']} trials",
+             "", f"{result['metric']}; mean and 95% band over {result['seeds']} seeds x the {result['part']} tasks.",
+             "",
              "| agent | mean | 95% band | runs |", "|---|---:|---|---:|"]
     for name, row in result["agents"].items():
         lines.append(f"| {name} | {row['mean']:.3f} | [{row['lower']:.3f}, {row['upper']:.3f}] | {row['runs']} |")
@@ -522,7 +530,7 @@ def _plot_eval(result: dict[str, Any], path: Path) -> None:
     ax.bar(range(len(names)), means, yerr=np.nan_to_num(err), capsize=4)
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("best / optimum")
-    ax.set_title(f"{result['split']} test, budget {result['budget']}")
+    ax.set_title(f"{result['split']} {result['part']}, budget {result['budget']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -566,12 +574,14 @@ def main(argv: list[str] | None = None) -> None:
             t.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value,
                            help=f"{TRAIN_HELP[field]} (default {value})")
     t.add_argument("--out", type=Path, default=RESULTS / "runs", help="folder of the runs (default %(default)s)")
-    e = sub.add_parser("evaluate", help="score policies on their split's test part")
+    e = sub.add_parser("evaluate", help="score policies on their split's test (or validation) part")
     e.add_argument("policies", type=Path, nargs="+", help="policy.zip / policy.pt files of one split")
     e.add_argument("--budget", type=int, default=64, help="trials per run (default %(default)s)")
     e.add_argument("--seeds", type=int, default=10, help="runs per task and agent (default %(default)s)")
     e.add_argument("--batch", type=int, default=8, help="configs per env step (default %(default)s)")
     e.add_argument("--out", type=Path, default=RESULTS, help="folder of rl_eval.{json,md,png} (default %(default)s)")
+    e.add_argument("--part", choices=("test", "validation"), default="test",
+                   help="the split's part to score on (default %(default)s; validation: to choose settings)")
     e.add_argument("--deterministic", action="store_true",
                    help="the policies take their most likely action instead of sampling it")
     args = parser.parse_args(argv)
@@ -580,7 +590,7 @@ def main(argv: list[str] | None = None) -> None:
             fields = {k: getattr(args, k) for k in asdict(defaults)}
             train(TrainConfig(**{**fields, "net": tuple(args.net), "hide": tuple(args.hide)}), args.out, argv=argv)
         else:
-            evaluate(args.policies, args.budget, args.seeds, args.out, args.batch, args.deterministic)
+            evaluate(args.policies, args.budget, args.seeds, args.out, args.batch, args.deterministic, args.part)
     except (OptionError, ValueError) as err:
         parser.exit(2, f"train_rl.py: error: {err}\n")
 

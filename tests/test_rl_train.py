@@ -133,3 +133,9 @@ def test_bad_training_settings_are_refused_by_name():
         train_rl.TrainConfig(hide=("tasks",)).check()
     with pytest.raises(OptionError, match="--algo cleanrl-ppo is trained by scripts/cleanrl_ppo.py"):
         train_rl.train(train_rl.TrainConfig(algo="cleanrl-ppo"))
+
+
+def test_the_optima_of_a_validation_part_come_from_the_data_the_runner_replays():
+    optima = train_rl.test_optima("by-network-v1", "validation")
+    assert list(optima) == [ref.task for ref in train_rl.load_split("by-network-v1").tasks("validation")]
+    assert all(value > 0 for value in optima.values())
