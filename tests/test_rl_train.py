@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -19,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import train_rl
 
 #: Two tasks' worth of steps per rollout: 2 sub-envs x 2 episodes of 4 steps (budget 32, batch 8).
-SMALL = dict(algo="maskable-ppo", steps=192, n_envs=2, budget=32, rollout_episodes=2, minibatch=16, epochs=1,
-             net=(16,), eval_every=64, eval_episodes=2, checkpoint_every=64)
+SMALL: dict[str, Any] = dict(algo="maskable-ppo", steps=192, n_envs=2, budget=32, rollout_episodes=2, minibatch=16,
+                             epochs=1, net=(16,), eval_every=64, eval_episodes=2, checkpoint_every=64)
 
 
 @pytest.fixture(scope="module")
