@@ -20,6 +20,9 @@ ends with the same policy as an uninterrupted run. The run directory
 ``policy.zip`` + ``policy.json`` (what :mod:`agents.rl_policy` loads), ``curve.csv`` and
 ``curve.png``: the mean return of the training episodes of each rollout and, every
 ``--eval-every`` steps, the mean return of ``--eval-episodes`` episodes on the validation part.
+``--hide PART ...`` trains without some observation parts (zeroed, :func:`agents.rl_policy.hide_parts`;
+``policy.json`` records them and the ``rl-policy`` agent zeroes them too). ``scripts/cleanrl_ppo.py``
+trains a plain-PyTorch PPO with the same settings and helpers (algo ``cleanrl-ppo``, ``policy.pt``).
 
 ``evaluate`` scores policies on the split's test part at a fixed trial budget through the
 leaderboard's runner (:func:`benchmarks.leaderboard.runner.run_one`, the ``Tune-v0`` replay env
@@ -31,7 +34,9 @@ leaderboard's best-so-far table): per run the
 best GFLOPS found within the budget over the task's optimum, mean and 95% band over the
 (task, seed) runs, and a paired Wilcoxon signed-rank test of the policy against each baseline
 (:func:`benchmarks.leaderboard.significance.paired_test`). It writes ``rl_eval.json``,
-``rl_eval.md`` and ``rl_eval.png`` under ``--out`` (``benchmarks/results/rl``).
+``rl_eval.md`` and ``rl_eval.png`` under ``--out`` (``benchmarks/results/rl``). ``--part
+validation`` scores on the validation part instead, to choose between training settings without
+looking at the test part; ``--deterministic`` makes the policies take their most likely action.
 
 Determinism: a seed fixes the run (one PyTorch thread, CPU). Speed: see docs/environments.md, "RL across tasks".
 """
@@ -58,13 +63,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from training_common import command_line, display
 
-from agents.rl_policy import ALGOS, algo_class, write_meta
+from agents.rl_policy import ALGOS, MASKED_ALGOS, algo_class, hide_parts, write_meta
+from tune_gym.envs.multi_task import observation_slices
 from tune_gym.envs.task_sets import load_split
 from tune_gym.options import OptionError
 
-__all__ = ["TrainConfig", "evaluate", "train"]
+__all__ = ["TrainConfig", "evaluate", "make_vec_env", "native_vec_env", "train"]
 
 RESULTS = Path("benchmarks/results/rl")
+#: The algorithms ``train`` runs (stable-baselines3's); ``cleanrl-ppo`` is scripts/cleanrl_ppo.py's.
+SB3_ALGOS = ("ppo", "maskable-ppo")
 #: The search agent ``evaluate`` runs next to random search and the policies.
 SEARCH_AGENT = "meta-bo"
 
@@ -89,6 +97,7 @@ class TrainConfig:
     eval_every: int = 10_000
     eval_episodes: int = 16
     checkpoint_every: int = 10_000
+    hide: tuple[str, ...] = ()  # observation parts zeroed (the policy trains and runs without them)
 
     @property
     def horizon(self) -> int:
@@ -108,17 +117,21 @@ class TrainConfig:
                      "eval_every", "eval_episodes", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise OptionError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        unknown = [name for name in self.hide if name not in observation_slices(self.batch_size)]
+        if unknown:
+            raise OptionError(f"--hide: {unknown[0]!r} is not an observation part "
+                              f"({', '.join(observation_slices(self.batch_size))})")
         if self.budget % self.batch_size:
             raise OptionError(f"--budget {self.budget} must be a multiple of --batch-size {self.batch_size} "
                               "(every episode lasts budget / batch_size steps)")
 
 
 # ---------------------------------------------------------------------------------------------- envs
-def make_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
-    """The split part's vector env as an SB3 ``VecEnv`` (episodes of exactly ``horizon`` steps,
-    whose end is terminal: :class:`BudgetEnds`)."""
+def native_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
+    """The split part's native vector env (:class:`~tune_gym.envs.multi_vector.MultiTuneVectorEnv`):
+    episodes of exactly ``horizon`` steps, autoreset in the same step; refused where a task has
+    no more configs than the budget."""
     from tune_gym.envs.multi_vector import MultiTuneVectorEnv
-    from tune_gym.envs.sb3 import SB3VecEnv
 
     venv = MultiTuneVectorEnv(num_envs=n_envs, max_episode_steps=cfg.horizon, autoreset_mode="same_step",
                               split=cfg.split, part=part, batch_size=cfg.batch_size, budget=cfg.budget,
@@ -128,12 +141,23 @@ def make_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
         venv.close()
         raise OptionError(f"--budget {cfg.budget}: a task of {cfg.split} part {part} has only {smallest} configs; "
                           "the budget must be below every space's size (episodes of a fixed length)")
-    return BudgetEnds(SB3VecEnv(venv))
+    return venv
+
+
+def make_vec_env(cfg: TrainConfig, part: str, n_envs: int) -> Any:
+    """:func:`native_vec_env` as an SB3 ``VecEnv`` whose episode ends are terminal
+    (:class:`BudgetEnds`) and whose observations lack the parts of ``cfg.hide`` (:class:`Hide`)."""
+    from tune_gym.envs.sb3 import SB3VecEnv
+
+    env = BudgetEnds(SB3VecEnv(native_vec_env(cfg, part, n_envs)))
+    return Hide(env, cfg.hide, cfg.batch_size) if cfg.hide else env
 
 
 def inner_env(env: Any) -> Any:
     """The ``MultiTuneVectorEnv`` inside :func:`make_vec_env`'s env."""
-    return env.venv.venv
+    while not hasattr(env, "task_rng"):
+        env = env.venv
+    return env
 
 
 class BudgetEnds(VecEnvWrapper):
@@ -150,13 +174,32 @@ class BudgetEnds(VecEnvWrapper):
         return obs, rewards, dones, infos
 
 
+class Hide(VecEnvWrapper):
+    """Observations with some parts zeroed (:func:`agents.rl_policy.hide_parts`), as the
+    ``rl-policy`` agent shows them to a policy trained so."""
+
+    def __init__(self, venv: Any, hide: tuple[str, ...], batch_size: int) -> None:
+        super().__init__(venv)
+        self.hide, self.batch_size = hide, batch_size
+
+    def reset(self) -> Any:
+        obs = self.venv.reset()
+        assert isinstance(obs, np.ndarray)
+        return hide_parts(obs, self.hide, self.batch_size)
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        assert isinstance(obs, np.ndarray)
+        return hide_parts(obs, self.hide, self.batch_size), rewards, dones, infos
+
+
 def validation_return(model: Any, cfg: TrainConfig, env: Any, seed: int) -> float:
     """Mean return of ``eval_episodes`` episodes on the validation part (``env``, of
     :func:`make_vec_env`), the tasks drawn and the policy's actions sampled from generators
     seeded by ``seed`` (the training generators are left as they were)."""
     import torch
 
-    masked = cfg.algo == "maskable-ppo"
+    masked = cfg.algo in MASKED_ALGOS
     env.seed(seed)
     obs, total = env.reset(), np.zeros(cfg.eval_episodes)
     with torch.random.fork_rng(devices=[]):
@@ -250,6 +293,7 @@ def _restore(cfg: TrainConfig, run_dir: Path, env: Any) -> tuple[Any, dict[str, 
     model = algo_class(cfg.algo).load(run_dir / "checkpoint" / "model.zip", env=env, device="cpu")
     venv = inner_env(env)
     obs, _ = venv.reset(options={"task": [venv.env.tasks[int(t)].task for t in extra["task_index"]]})
+    obs = hide_parts(obs, cfg.hide, cfg.batch_size)
     venv.task_rng.bit_generator.state = extra["env_rng"]
     if not np.array_equal(obs, extra["last_obs"]):
         raise RuntimeError(f"{run_dir}/checkpoint: the env does not come back to its saved observation")
@@ -289,6 +333,9 @@ def _train(cfg: TrainConfig, out: Path, stop_at: int | None, argv: list[str] | N
     from stable_baselines3.common.logger import Logger
 
     cfg.check()
+    if cfg.algo not in SB3_ALGOS:
+        raise OptionError(f"--algo {cfg.algo} is trained by scripts/cleanrl_ppo.py; train_rl.py trains "
+                          f"{', '.join(SB3_ALGOS)}")
     torch.set_num_threads(1)
     run_dir = out / f"{cfg.algo}-{cfg.split}-s{cfg.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -316,7 +363,8 @@ def _train(cfg: TrainConfig, out: Path, stop_at: int | None, argv: list[str] | N
         model.save(run_dir / "policy.zip")
         write_meta(run_dir / "policy.zip", {
             "algo": cfg.algo, "split": cfg.split, "seed": cfg.seed, "timesteps": model.num_timesteps,
-            "batch_size": cfg.batch_size, "budget": cfg.budget, "reward_norm": "optimum", "config": asdict(cfg),
+            "batch_size": cfg.batch_size, "budget": cfg.budget, "reward_norm": "optimum", "hide": list(cfg.hide),
+            "config": asdict(cfg),
             "command": command_line("train_rl.py", argv),
             "env_steps_per_second": round((model.num_timesteps - first) / seconds, 1)})
         write_curve(state["curve"], run_dir)
@@ -360,35 +408,40 @@ def plot_curve(curve: list[tuple[str, int, float, int]], path: Path, title: str)
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
-def _specs(agent: str, options: dict[str, Any], split: str, budget: int, batch: int, seeds: int) -> list[Any]:
-    """The runs of one agent on the split's test part."""
+def _specs(agent: str, options: dict[str, Any], split: str, part: str, budget: int, batch: int,
+           seeds: int) -> list[Any]:
+    """The runs of one agent on the split's part."""
     from benchmarks.leaderboard.suite import RunSpec
 
-    refs = load_split(split).tasks("test")
+    refs = load_split(split).tasks(part)
     return [RunSpec(agent, ref.task, ref.preset, "replay", seed, budget, batch, options)
             for ref in refs for seed in range(seeds)]
 
 
-def test_optima(split: str) -> dict[str, float]:
-    """The optimum GFLOPS of each task of the split's test part, from the data the leaderboard's
+def test_optima(split: str, part: str = "test") -> dict[str, float]:
+    """The optimum GFLOPS of each task of the split's ``part``, from the data the leaderboard's
     runner replays (refused where that is not the split's host's data)."""
     from tune_gym.datasets.catalog import find_dataset
     from tune_gym.envs.multi_task import MultiTuneEnv, dataset_path
 
-    env = MultiTuneEnv(split=split, part="test", reward_norm="optimum")
+    env = MultiTuneEnv(split=split, part=part, reward_norm="optimum")
     try:
         for ref in env.tasks:
             entry = find_dataset(ref.task, ref.preset)
             if entry is None or str(entry.path) != dataset_path(ref):
-                raise OptionError(f"{split}: test task {ref.task} is replayed by tune-gym bench from another host's "
+                raise OptionError(f"{split}: {part} task {ref.task} is replayed by tune-gym bench from another host's "
                                   "data than the split's; evaluate a split whose test data is the catalog's")
         return {ref.task: e.reference_gflops for ref, e in zip(env.tasks, env.envs)}
     finally:
         env.close()
 
 
-def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS, batch: int = 8) -> dict[str, Any]:
-    """Score ``policies`` and the baselines on their split's test part (see the module docstring)."""
+def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS, batch: int = 8,
+             deterministic: bool = False, part: str = "test") -> dict[str, Any]:
+    """Score ``policies`` and the baselines on their split's test part (see the module docstring);
+    ``deterministic``: the policies take their most likely action (the ``rl-policy`` agent's
+    option) instead of sampling it; ``part="validation"`` scores them on the validation part
+    instead (to choose between training settings without looking at the test part)."""
     import torch
 
     from agents.rl_policy import load_policy
@@ -402,20 +455,23 @@ def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS,
         raise OptionError(f"the policies were trained on different splits ({', '.join(sorted(splits))}); "
                           "evaluate one split at a time")
     split = splits.pop()
-    optima = test_optima(split)
+    optima = test_optima(split, part)
     entries: dict[str, tuple[str, dict[str, Any]]] = {
         "random": ("random", {}), SEARCH_AGENT: (SEARCH_AGENT, {})}
+    names = [path.parent.name for path in policies]
     for path in policies:
-        entries[f"rl-policy:{path.parent.name}"] = ("rl-policy", {"checkpoint": str(path)})
+        options = {"checkpoint": str(path), **({"deterministic": True} if deterministic else {})}
+        name = path.parent.name if names.count(path.parent.name) == 1 else "/".join(path.parts[-3:-1])
+        entries[f"rl-policy:{name}"] = ("rl-policy", options)
     scores: dict[str, dict[tuple[str, int], float]] = {}
     for name, (agent, options) in entries.items():
         scores[name] = {}
-        for spec in _specs(agent, options, split, budget, batch, seeds):
+        for spec in _specs(agent, options, split, part, budget, batch, seeds):
             line = run_one(spec)
             best = float("nan") if "not_applicable" in line else line["best_gflops"] / optima[line["task_uri"]]
             scores[name][(spec.task, spec.seed)] = best
         print(f"{name}: mean {np.nanmean(list(scores[name].values())):.3f}", flush=True)
-    result = _summary(scores, split, budget, seeds, batch, paired_test, score_band)
+    result = _summary(scores, split, part, budget, seeds, batch, paired_test, score_band)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rl_eval.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "rl_eval.md").write_text(_markdown(result))
@@ -424,8 +480,8 @@ def evaluate(policies: list[Path], budget: int, seeds: int, out: Path = RESULTS,
     return result
 
 
-def _summary(scores: dict[str, dict[tuple[str, int], float]], split: str, budget: int, seeds: int, batch: int,
-             paired_test: Any, score_band: Any) -> dict[str, Any]:
+def _summary(scores: dict[str, dict[tuple[str, int], float]], split: str, part: str, budget: int, seeds: int,
+             batch: int, paired_test: Any, score_band: Any) -> dict[str, Any]:
     """Mean, 95% band and the Wilcoxon tests of each policy against each baseline."""
     rows = {}
     for name, runs in scores.items():
@@ -441,13 +497,14 @@ def _summary(scores: dict[str, dict[tuple[str, int], float]], split: str, budget
             pairs, p, direction, why = paired_test(scores[name], scores[base])
             tests.append({"policy": name, "baseline": base, "pairs": pairs, "p": p, "direction": direction,
                           "why": why})
-    return {"split": split, "part": "test", "budget": budget, "batch": batch, "seeds": seeds,
+    return {"split": split, "part": part, "budget": budget, "batch": batch, "seeds": seeds,
             "metric": "best GFLOPS within the budget / the task's optimum", "agents": rows, "wilcoxon": tests}
 
 
 def _markdown(result: dict[str, Any]) -> str:
-    lines = [f"# RL policies on {result['split']} (test part), budget {result['budget']} trials",
-             "", f"{result['metric']}; mean and 95% band over {result['seeds']} seeds x the test tasks.", "",
+    lines = [f"# RL policies on {result['split']} ({result['part']} part), budget {result['budget']} trials",
+             "", f"{result['metric']}; mean and 95% band over {result['seeds']} seeds x the {result['part']} tasks.",
+             "",
              "| agent | mean | 95% band | runs |", "|---|---:|---|---:|"]
     for name, row in result["agents"].items():
         lines.append(f"| {name} | {row['mean']:.3f} | [{row['lower']:.3f}, {row['upper']:.3f}] | {row['runs']} |")
@@ -473,7 +530,7 @@ def _plot_eval(result: dict[str, Any], path: Path) -> None:
     ax.bar(range(len(names)), means, yerr=np.nan_to_num(err), capsize=4)
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("best / optimum")
-    ax.set_title(f"{result['split']} test, budget {result['budget']}")
+    ax.set_title(f"{result['split']} {result['part']}, budget {result['budget']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -481,7 +538,7 @@ def _plot_eval(result: dict[str, Any], path: Path) -> None:
 
 #: The help of each ``train`` option (``TrainConfig``'s fields).
 TRAIN_HELP = {
-    "algo": f"one of {', '.join(ALGOS)}",
+    "algo": f"one of {', '.join(SB3_ALGOS)} (cleanrl-ppo is scripts/cleanrl_ppo.py's)",
     "split": "the split whose train part it learns on (tune_gym/envs/splits)",
     "seed": "seed of the run (the policy and the sub-envs' task draws)",
     "steps": "env steps to train for (all sub-envs together)",
@@ -496,6 +553,7 @@ TRAIN_HELP = {
     "eval_every": "env steps between evaluations on the validation part",
     "eval_episodes": "episodes per evaluation",
     "checkpoint_every": "env steps between checkpoints (a killed run resumes from the last one)",
+    "hide": "observation parts the policy trains and runs without (zeroed), e.g. task slot_extents",
 }
 
 
@@ -508,23 +566,31 @@ def main(argv: list[str] | None = None) -> None:
     for field, value in asdict(defaults).items():
         if field == "net":
             t.add_argument("--net", type=int, nargs="+", default=list(value), help="hidden layer widths")
+        elif field == "hide":
+            t.add_argument("--hide", nargs="*", default=list(value), metavar="PART",
+                           choices=list(observation_slices(defaults.batch_size)), help=f"{TRAIN_HELP[field]} "
+                           f"(of {', '.join(observation_slices(defaults.batch_size))}; default none)")
         else:
             t.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value,
                            help=f"{TRAIN_HELP[field]} (default {value})")
     t.add_argument("--out", type=Path, default=RESULTS / "runs", help="folder of the runs (default %(default)s)")
-    e = sub.add_parser("evaluate", help="score policies on their split's test part")
-    e.add_argument("policies", type=Path, nargs="+", help="policy.zip files of one split")
+    e = sub.add_parser("evaluate", help="score policies on their split's test (or validation) part")
+    e.add_argument("policies", type=Path, nargs="+", help="policy.zip / policy.pt files of one split")
     e.add_argument("--budget", type=int, default=64, help="trials per run (default %(default)s)")
     e.add_argument("--seeds", type=int, default=10, help="runs per task and agent (default %(default)s)")
     e.add_argument("--batch", type=int, default=8, help="configs per env step (default %(default)s)")
     e.add_argument("--out", type=Path, default=RESULTS, help="folder of rl_eval.{json,md,png} (default %(default)s)")
+    e.add_argument("--part", choices=("test", "validation"), default="test",
+                   help="the split's part to score on (default %(default)s; validation: to choose settings)")
+    e.add_argument("--deterministic", action="store_true",
+                   help="the policies take their most likely action instead of sampling it")
     args = parser.parse_args(argv)
     try:
         if args.command == "train":
             fields = {k: getattr(args, k) for k in asdict(defaults)}
-            train(TrainConfig(**{**fields, "net": tuple(args.net)}), args.out, argv=argv)
+            train(TrainConfig(**{**fields, "net": tuple(args.net), "hide": tuple(args.hide)}), args.out, argv=argv)
         else:
-            evaluate(args.policies, args.budget, args.seeds, args.out, args.batch)
+            evaluate(args.policies, args.budget, args.seeds, args.out, args.batch, args.deterministic, args.part)
     except (OptionError, ValueError) as err:
         parser.exit(2, f"train_rl.py: error: {err}\n")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -12,15 +13,15 @@ import pytest
 
 import tune_gym  # noqa: F401  (registers the envs)
 from agents.base import NotApplicable, list_agents, make_agent, run
-from tune_gym.envs.multi_task import MultiTuneEnv
+from tune_gym.envs.multi_task import MultiTuneEnv, observation_slices
 from tune_gym.options import OptionError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import train_rl
 
 #: Two tasks' worth of steps per rollout: 2 sub-envs x 2 episodes of 4 steps (budget 32, batch 8).
-SMALL = dict(algo="maskable-ppo", steps=192, n_envs=2, budget=32, rollout_episodes=2, minibatch=16, epochs=1,
-             net=(16,), eval_every=64, eval_episodes=2, checkpoint_every=64)
+SMALL: dict[str, Any] = dict(algo="maskable-ppo", steps=192, n_envs=2, budget=32, rollout_episodes=2, minibatch=16,
+                             epochs=1, net=(16,), eval_every=64, eval_episodes=2, checkpoint_every=64)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,7 @@ def test_the_policy_tunes_a_held_out_task_and_sees_what_the_env_shows(trained):
 def test_rl_policy_refuses_a_missing_checkpoint_and_a_space_it_cannot_encode(tmp_path):
     with pytest.raises(OptionError, match="needs option 'checkpoint'"):
         make_agent("rl-policy")
-    with pytest.raises(OptionError, match="not a policy .zip file"):
+    with pytest.raises(OptionError, match="not a policy .zip or .pt file"):
         make_agent("rl-policy", checkpoint=str(tmp_path / "none.zip"))
 
 
@@ -100,8 +101,42 @@ def test_rl_policy_declines_a_space_the_canonical_encoding_cannot_hold(trained):
         agent.reset(space, Task.parse("resnet18:7"), seed=0)
 
 
+@pytest.mark.slow
+def test_a_run_without_the_task_features_resumes_exactly_and_its_agent_hides_them(tmp_path):
+    """``--hide``: the run sees zeros where the hidden parts were, a stopped run resumes to the
+    same policy, and the rl-policy agent shows the policy the same zeroed observation."""
+    cfg = train_rl.TrainConfig(**{**SMALL, "steps": 128, "hide": ("task", "slot_extents")})
+    whole = train_rl.train(cfg, tmp_path / "whole")
+    train_rl.train(cfg, tmp_path / "parts", stop_at=64)
+    resumed = train_rl.train(cfg, tmp_path / "parts")
+    assert (resumed / "curve.csv").read_text() == (whole / "curve.csv").read_text()
+    a, b = _params(whole), _params(resumed)
+    assert all(np.array_equal(a[key], b[key]) for key in a)
+
+    agent = make_agent("rl-policy", checkpoint=str(whole / "policy.zip"))
+    multi = MultiTuneEnv(tasks=["bert_base:0"], budget=32, batch_size=8)
+    obs, _ = multi.reset(seed=0)
+    agent.reset(multi.env.space, multi.env.task, seed=5)
+    slices = observation_slices(8)
+    hidden = np.zeros(len(obs), dtype=bool)
+    hidden[slices["task"]] = hidden[slices["slot_extents"]] = True
+    assert obs[hidden].any() and not agent.observation()[hidden].any()
+    np.testing.assert_array_equal(agent.observation()[~hidden], obs[~hidden])
+    multi.close()
+
+
 def test_bad_training_settings_are_refused_by_name():
     with pytest.raises(OptionError, match="--budget 30 must be a multiple of --batch-size 8"):
         train_rl.TrainConfig(budget=30).check()
     with pytest.raises(OptionError, match="--algo must be one of ppo, maskable-ppo"):
         train_rl.TrainConfig(algo="dqn").check()
+    with pytest.raises(OptionError, match="--hide: 'tasks' is not an observation part"):
+        train_rl.TrainConfig(hide=("tasks",)).check()
+    with pytest.raises(OptionError, match="--algo cleanrl-ppo is trained by scripts/cleanrl_ppo.py"):
+        train_rl.train(train_rl.TrainConfig(algo="cleanrl-ppo"))
+
+
+def test_the_optima_of_a_validation_part_come_from_the_data_the_runner_replays():
+    optima = train_rl.test_optima("by-network-v1", "validation")
+    assert list(optima) == [ref.task for ref in train_rl.load_split("by-network-v1").tasks("validation")]
+    assert all(value > 0 for value in optima.values())

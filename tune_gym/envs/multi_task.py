@@ -61,7 +61,7 @@ from tune_gym.space import PRESETS
 from tune_gym.tasks.task import Task
 
 __all__ = ["DEFAULT_SPLIT", "GFLOPS_LOG_SCALE", "OBSERVATION_PARTS", "MultiTuneEnv", "make_multi_tune_env",
-           "observation", "task_observation"]
+           "observation", "observation_slices", "task_observation"]
 
 #: The task set when neither ``split`` nor ``tasks`` is given (its part ``all``).
 DEFAULT_SPLIT = "by-host-v1"
@@ -78,6 +78,15 @@ def _observation_parts(batch_size: int) -> tuple[tuple[str, int, float], ...]:
     return (("task", TASK_FEATURE_DIM, 64.0 / _LOG_SCALE), ("slot_extents", N_SLOTS, 1.0), ("best", N_SLOTS, 1.0),
             ("last_configs", batch_size * N_SLOTS, 1.0), ("last_relative", batch_size, 1.0),
             ("last_valid", batch_size, 1.0), ("best_log_gflops", 1, 1.0), ("budget_used", 1, 1.0))
+
+
+def observation_slices(batch_size: int) -> dict[str, slice]:
+    """Where each part of the observation lies in it, by name, for ``batch_size``."""
+    out, start = {}, 0
+    for name, size, _ in _observation_parts(batch_size):
+        out[name] = slice(start, start + size)
+        start += size
+    return out
 
 
 #: The observation's parts for the default batch size (``MultiTuneEnv.observation_parts`` has
