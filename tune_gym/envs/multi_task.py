@@ -104,6 +104,11 @@ class MultiTuneEnv(gym.Env):
         tasks: the task set, a tuple of :class:`~tune_gym.envs.task_sets.TaskRef`.
         task_index: the current episode's task (index into ``tasks``; -1 before ``reset``).
         envs: the ``Tune-v0`` of each task (their episodes are the env's episodes).
+        codecs: the canonical codec of each task's space.
+        task_observations: each task's part of the observation (task features and slot extents).
+        task_masks: each task's action mask (read-only; :meth:`action_masks` gives the current one).
+        default_rows: each task's default config as canonical values (the "best so far" an
+            episode observes before anything ran).
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -133,13 +138,13 @@ class MultiTuneEnv(gym.Env):
         self.observation_parts = _observation_parts(batch_size)
         high = np.concatenate([np.full(size, bound, dtype=np.float32) for _, size, bound in self.observation_parts])
         self.observation_space = spaces.Box(np.zeros_like(high), high, dtype=np.float32)
-        self._task_obs = [task_observation(env.task, codec) for env, codec in zip(self.envs, self.codecs)]
-        self._masks = [_read_only(np.tile(codec.mask(), batch_size)) for codec in self.codecs]
-        self._default_rows = [codec.encode(np.asarray(env.default_config))[0] for env, codec in
+        self.task_observations = [task_observation(env.task, codec) for env, codec in zip(self.envs, self.codecs)]
+        self.task_masks = [_read_only(np.tile(codec.mask(), batch_size)) for codec in self.codecs]
+        self.default_rows = [codec.encode(np.asarray(env.default_config))[0] for env, codec in
                               zip(self.envs, self.codecs)]
         self.task_index = -1
         self._last_rows = np.zeros((batch_size, N_SLOTS), dtype=np.int64)
-        self._shown: tuple[Any, np.ndarray] = (None, self._default_rows[0])  # (best config, its row)
+        self._shown: tuple[Any, np.ndarray] = (None, self.default_rows[0])  # (best config, its row)
 
     # ------------------------------------------------------------------ the current task
     @property
@@ -158,7 +163,7 @@ class MultiTuneEnv(gym.Env):
         """The allowed values of every row of the action, a flat bool vector of
         ``batch_size * NVEC.sum()`` (sb3-contrib's MaskablePPO calls this), read-only (a task's
         masks never change: they are made once)."""
-        return self._masks[max(self.task_index, 0)]
+        return self.task_masks[max(self.task_index, 0)]
 
     def decode_action(self, action: Any) -> np.ndarray:
         """Check an action and return the current task's configs it means, ``(batch_size,
@@ -173,20 +178,19 @@ class MultiTuneEnv(gym.Env):
         check_keys("MultiTune-v0 reset", options, ("task",))
         super().reset(seed=seed)
         if "task" in options:
-            self.task_index = self._find(options["task"])
+            self.task_index = self.find_task(options["task"])
         else:
             self.task_index = int(self.np_random.integers(len(self.tasks)))
         _, info = self.env.reset()
         self._last_rows[:] = 0
-        self._shown = (None, self._default_rows[self.task_index])
+        self._shown = (None, self.default_rows[self.task_index])
         return self._obs(), self._info(info)
 
     def step(self, action: Any):  # type: ignore[override]
         self._check_open("step")
         env = self.env
         table = self.decode_action(action)  # canonical configs of the space: what Tune-v0's step checks
-        env._check_open("step")
-        reward, terminated, truncated, info = env._advance(table)
+        reward, terminated, truncated, info = env.step_table(table)
         self._last_rows = self.codec.encode(table)
         return self._obs(), reward, terminated, truncated, self._info(info)
 
@@ -204,7 +208,7 @@ class MultiTuneEnv(gym.Env):
         super().close()
 
     # ------------------------------------------------------------------ internals
-    def _find(self, task: Any) -> int:
+    def find_task(self, task: Any) -> int:
         """The index in the set of a task named by ``reset(options={"task": ...})``."""
         try:
             uri = task.uri if isinstance(task, Task) else Task.parse(task).uri if isinstance(task, str) else None
@@ -222,8 +226,8 @@ class MultiTuneEnv(gym.Env):
         config = best.config if best is not None else None
         if config != self._shown[0]:  # the best changed: encode it (rarely)
             self._shown = (config, self.codec.encode(np.asarray(config))[0])
-        return observation(self._task_obs[self.task_index], self._shown[1], self._last_rows, env._last_gflops,
-                           env._last_valid, session.best_gflops, session.trials_used / env.budget)
+        return observation(self.task_observations[self.task_index], self._shown[1], self._last_rows,
+                           env.last_gflops, env.last_valid, session.best_gflops, session.trials_used / env.budget)
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         info["task_index"], info["action_mask"] = self.task_index, self.action_masks().copy()  # info is the caller's

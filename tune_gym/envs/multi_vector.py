@@ -53,7 +53,9 @@ class MultiTuneVectorEnv(TuneVectorEnv):
     """``num_envs`` replayed ``MultiTune-v0`` episodes stepped together (see the module docstring).
 
     It is a :class:`TuneVectorEnv` in its stepping and autoreset rules only: the per-task
-    replay is done by one ``TuneVectorEnv`` per task (``engines``).
+    replay is done by one ``TuneVectorEnv`` per task (``engines``), driven through the hooks
+    every ``TuneVectorEnv`` subclass overrides or calls (``_step``, ``_reset``) and sharing their
+    per-sub-env state arrays (:meth:`_share_state`): the class family's internals, not an API.
 
     Attributes:
         env: a ``MultiTune-v0`` made with the same options (its task set, codecs, spaces and
@@ -87,13 +89,13 @@ class MultiTuneVectorEnv(TuneVectorEnv):
         self._share_state()
         # every task's recorded configs as canonical rows, one table (task t's rows from
         # _row_start[t]), then each task's default config's row (before any measurement)
-        data_rows = [codec.encode((engine._keys[:, None] // engine._weights) % engine.env.space.dims)
+        data_rows = [codec.encode(engine.recorded_configs)
                      for codec, engine in zip(env.codecs, self.engines)]
         self._row_start = np.cumsum([0] + [len(rows) for rows in data_rows[:-1]])
         self._default_at = sum(map(len, data_rows)) + np.arange(len(data_rows))
-        self._rows = np.concatenate([*data_rows, np.stack(env._default_rows)])
-        self._task_obs = np.stack(env._task_obs)
-        self._masks = np.stack(env._masks)
+        self._rows = np.concatenate([*data_rows, np.stack(env.default_rows)])
+        self._task_obs = np.stack(env.task_observations)
+        self._masks = np.stack(env.task_masks)
         self._slot_index, self._choice_values = pad_tables([codec.tables for codec in env.codecs])
         self._references = np.array([e.reference_gflops for e in env.envs])
         self.task_index = np.full(n, -1, dtype=np.int64)
@@ -146,8 +148,8 @@ class MultiTuneVectorEnv(TuneVectorEnv):
             if len(task) != self.num_envs:
                 raise OptionError(f"MultiTune-v0 reset: option 'task' as a list needs {self.num_envs} tasks (one per "
                                   f"sub-env, None to draw), got {len(task)}")
-            return [None if t is None else self.env._find(t) for t in task]
-        return [self.env._find(task)] * self.num_envs
+            return [None if t is None else self.env.find_task(t) for t in task]
+        return [self.env.find_task(task)] * self.num_envs
 
     def _decode(self, actions: Any, stepping: np.ndarray) -> np.ndarray:
         """The checked canonical rows of the stepping sub-envs, ``(k, batch_size, N_SLOTS)``

@@ -463,9 +463,27 @@ class TuneEnv(gym.Env):
         reward, terminated, truncated, info = self._advance(self._decode(action))
         return self._obs(), reward, terminated, truncated, info
 
+    def step_table(self, table: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
+        """:meth:`step` with the batch given as a checked, canonical ``(batch_size, n_knobs)``
+        table of knob indices (:meth:`KnobSpace.check_table`), returning everything but the
+        observation: ``(reward, terminated, truncated, info)``. For an env that builds its own
+        observation (``MultiTune-v0``), which then does not pay for this one's."""
+        self._check_open("step")
+        return self._advance(table)
+
+    @property
+    def last_gflops(self) -> np.ndarray:
+        """The last step's GFLOPS per config of the batch (0 where nothing ran; read-only view)."""
+        return _read_only_view(self._last_gflops)
+
+    @property
+    def last_valid(self) -> np.ndarray:
+        """1.0 where the last step's config ran and 0.0 elsewhere, per config of the batch (read-only view)."""
+        return _read_only_view(self._last_valid)
+
     def _advance(self, table: np.ndarray) -> tuple[float, bool, bool, dict[str, Any]]:
         """Evaluate a checked, canonical ``(batch_size, n_knobs)`` table: :meth:`step` but the
-        observation (an env that builds its own, ``MultiTune-v0``, does not pay for it)."""
+        observation."""
         configs = _configs(table)
         before = self.session.best_gflops
         self._session_fresh = False
@@ -510,6 +528,12 @@ class TuneEnv(gym.Env):
         if self.closed:
             raise ClosedEnvironmentError(f"Tune-v0 for {self.task.uri} is closed: {call}() after close() measures "
                                          f"and records nothing; make a new env")
+
+
+def _read_only_view(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _check_reward_norm(reward_norm: Any) -> None:

@@ -97,8 +97,10 @@ class TuneVectorEnv(VectorEnv):
         self._gflops = np.array([r.gflops for r in table.results], dtype=np.float64)
         self._ok = np.array([r.ok for r in table.results], dtype=bool)
         self._cost = np.array([r.build_secs + r.run_secs for r in table.results], dtype=np.float64)
+        #: every config of the replay data as knob indices, one row per data row (the data's order)
+        self.recorded_configs = (self._keys[:, None] // self._weights) % space.dims
         # each recorded config's knobs scaled to [0, 1], by row (the best_knobs observation)
-        self._knobs = space.normalized((self._keys[:, None] // self._weights) % space.dims)
+        self._knobs = space.normalized(self.recorded_configs)
         self._row_of_key = _dense_index(self._keys, int(self._weights[0] * space.dims[0]) if len(space.dims) else 1)
         self._task_obs = np.broadcast_to(env.task_obs, (self.num_envs, len(env.task_obs)))
         self._default_knobs = space.normalized([env.default_config])[0]
