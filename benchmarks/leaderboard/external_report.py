@@ -111,8 +111,11 @@ def entry_rows(lb: Leaderboard) -> list[dict[str, Any]]:
         rows.append({"entry": entry, "kernel_tuner": kt_entries.is_entry(entry), "trials": trials, "time": secs,
                      "devices": devices, "runs": sum(c.seeds for c in cells),
                      "na_tasks": len(na_tasks[entry] - {c.task for c in cells}),
+                     "tasks": len(cells), "complete": len(cells) + len(na_tasks[entry]) >= len(lb.tasks),
                      "agent_secs": float(np.mean([s for c in cells for s in c.agent_secs]))})
-    rows.sort(key=lambda r: -r["trials"]["mean"] if not math.isnan(r["trials"]["mean"]) else math.inf)
+    # An entry with runs on only some tasks is listed after the ranked ones: its P is over other tasks.
+    rows.sort(key=lambda r: (not r["complete"],
+                             -r["trials"]["mean"] if not math.isnan(r["trials"]["mean"]) else math.inf))
     return rows
 
 
@@ -151,14 +154,18 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
         "|---:|---|---|---:|---|---|---:|---|---|" + "---:|" * len(devices) + "---:|---:|",
     ]
     ranking = [r["entry"] for r in rows]
+    ranked = sum(r["complete"] for r in rows)
     sig = significance.compare_cells(lb.cells.values(), ranking)
     for i, r in enumerate(rows, 1):
         t, s = r["trials"], r["time"]
-        after = ranking[i] if i < len(ranking) else None
+        after = ranking[i] if i < ranked else None
         cells = [f"{fmt(r['devices'][d][0], 2)} / {fmt(r['devices'][d][1], 2)}" for d in devices]
         na = f" ({r['na_tasks']} tasks n/a)" if r["na_tasks"] else ""
         marks = [significance.next_cell(sig, r["entry"], after, axis) for axis in ("trials", "time")]
-        lines.append(f"| {i} | {r['entry']} | {'Kernel Tuner' if r['kernel_tuner'] else 'tune_gym'} | "
+        if not r["complete"]:
+            na += f" ({r['tasks']} of {len(lb.tasks)} tasks so far)"
+        rank, source = i if r["complete"] else "-", "Kernel Tuner" if r["kernel_tuner"] else "tune_gym"
+        lines.append(f"| {rank} | {r['entry']} | {source} | "
                      f"{fmt(t['mean'])} | [{fmt(t['lower'])}, {fmt(t['upper'])}] | {marks[0]} | {fmt(s['mean'])} | "
                      f"[{fmt(s['lower'])}, {fmt(s['upper'])}] | {marks[1]} | " + " | ".join(cells)
                      + f" | {r['runs']}{na} | {fmt(r['agent_secs'], 2)} |")
