@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.leaderboard.results import ResultsFile, results_paths
 from benchmarks.leaderboard.suite import RunSpec, Suite, base_agent
 
-__all__ = ["die_with_parent", "run_end", "run_one", "run_suite", "worker_init"]
+__all__ = ["die_with_parent", "local_only_kinds", "run_end", "run_one", "run_suite", "worker_init"]
 
 
 def _timed(fn: Callable[..., Any], clock: list[float]) -> Callable[..., Any]:
@@ -209,19 +209,37 @@ def _check_tasks(suite: Suite, workers: bool) -> None:
     missing (a ``kt`` task's: the error names ``TUNE_GYM_DATA`` and where to download them) is
     one error naming the suite. With ``workers``, worker processes must find each task's target
     kind too: a core, builtin or entry-point kind."""
-    from tune_gym import kinds
     from tune_gym.errors import TuneGymError
     from tune_gym.tasks import Task
 
     for t in suite.tasks:
         try:
-            kind = Task.parse(t.id).target.kind
+            Task.parse(t.id)
         except TuneGymError as err:
             raise type(err)(f"suite {suite.name}: {err}") from None
-        if workers and not kinds.is_discoverable(kind):
-            raise ValueError(f"suite {suite.name}: task {t.id}: target kind {kind!r} is registered in this process "
-                             "only; declare it in the tune_gym.kinds entry-point group to run it in worker processes "
-                             "(or run with --jobs 1)")
+    if workers and (local := local_only_kinds(suite)):
+        task_id, kind = local[0]
+        raise ValueError(f"suite {suite.name}: task {task_id}: target kind {kind!r} is registered in this process "
+                         "only; declare it in the tune_gym.kinds entry-point group to run it in worker processes "
+                         "(or run with --jobs 1)")
+
+
+def local_only_kinds(suite: Suite) -> list[tuple[str, str]]:
+    """``(task id, target kind)`` of the suite's tasks whose kind a worker process would not find:
+    registered in this process only, not a core, builtin or entry-point kind. A task whose id does
+    not parse is left out (making it says what is wrong)."""
+    from tune_gym import kinds
+    from tune_gym.tasks import Task
+
+    out = []
+    for t in suite.tasks:
+        try:
+            kind = Task.parse(t.id).target.kind
+        except Exception:
+            continue
+        if not kinds.is_discoverable(kind):
+            out.append((t.id, kind))
+    return out
 
 
 def _check_subset(suite: Suite, agents: list[str] | None, seeds: int | None) -> None:

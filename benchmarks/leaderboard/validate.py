@@ -690,18 +690,13 @@ def _check_kinds(suite: Suite, jobs: int) -> None:
     """Worker processes must find each task's target kind (a core, builtin or entry-point kind), or
     their report would differ from this process's. A task that cannot be made is no error here:
     its runs' checks say so, in a worker as in this process."""
-    from tune_gym import kinds
-    from tune_gym.tasks import Task
+    from benchmarks.leaderboard.runner import local_only_kinds
 
-    for t in suite.tasks:
-        try:
-            kind = Task.parse(t.id).target.kind
-        except Exception:
-            continue
-        if not kinds.is_discoverable(kind):
-            raise ValueError(f"jobs: {jobs}: task {t.id}: target kind {kind!r} is registered in this process only; "
-                             "declare it in the tune_gym.kinds entry-point group to validate in worker processes "
-                             "(or validate with one job)")
+    if local := local_only_kinds(suite):
+        task_id, kind = local[0]
+        raise ValueError(f"jobs: {jobs}: task {task_id}: target kind {kind!r} is registered in this process only; "
+                         "declare it in the tune_gym.kinds entry-point group to validate in worker processes "
+                         "(or validate with one job)")
 
 
 def _agent_modules(suite: Suite) -> list[str]:
