@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from tune_gym.host import host_fingerprint, host_id
+from tune_gym.measure.workers import set_threads
 from tune_gym.tasks import Task
 
 # The key of MetaSchedule's own run; the agent that re-states its search is named ``metaschedule``.
@@ -80,6 +81,8 @@ def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path, keep: P
     # Fresh builder workers import TVM's tensor intrinsics, which takes longer than the build
     # timeout unless done the fast way (tune_gym.tvm_support); the live backend's workers do the same.
     builder = m.builder.LocalBuilder(max_workers=cores, timeout_sec=60.0, initializer=_init_worker)
+    # Its runner's workers inherit this: kernels run on the target's cores, as the live backend runs them.
+    set_threads(int(task.target.resolved()["num-cores"]))
     runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
                                   initializer=_init_worker)
     target = task.target.tvm_target()
@@ -210,11 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     task = Task.parse(args.task)
     budget = max(args.trials)
     args.out.mkdir(parents=True, exist_ok=True)
+    reference = None
     try:
-        reference = measure_reference(task)
+        reference = measure_reference(task) if task.has_torch_reference else None
     except BusyHostError as err:  # the comparison between tuners stands without it
         print(f"no PyTorch reference: {err}", flush=True)
-        reference = None
     runs: dict[str, dict[str, Any]] = {}
     for agent in args.agents:
         print(f"{agent}: {budget} trials ...", flush=True)

@@ -304,3 +304,40 @@ def test_cli_convert_verify_and_inventory(tmp_path, monkeypatch, capsys, records
     assert "| dense.parquet |" in text and "exhaustive 200" in text and "## How each was collected" in text
     (tmp_path / "dense.parquet").write_bytes((tmp_path / "dense.parquet").read_bytes()[:-40] + b"x" * 40)
     assert main(["dataset", "verify", str(tmp_path / "dense.parquet")]) == 2
+
+
+class ThreadedBackend(CountingBackend):
+    """CountingBackend whose kernels 'ran' on ``threads`` CPU threads, as the live backend says."""
+
+    def __init__(self, data, threads: int):
+        super().__init__(data)
+        self.threads = threads
+
+    def threads_for(self, task):
+        return self.threads
+
+    def measure(self, task, space, configs):
+        import dataclasses
+
+        return [dataclasses.replace(r, extra={**r.extra, "threads": self.threads})
+                for r in super().measure(task, space, configs)]
+
+
+def test_collect_never_mixes_thread_counts_in_one_dataset(tmp_path, records):
+    task = Task.from_uri(DENSE)
+    out = tmp_path / "dense.parquet"
+    collect(task, "compact", out, [Plan("random", 20, seed=1)], backend=ThreadedBackend(records, 2), progress=False)
+    more = ThreadedBackend(records, 2)  # same count: resumes and adds
+    ds = collect(task, "compact", out, [Plan("random", 30, seed=1)], backend=more, progress=False)
+    assert len(more.measured) == 10 and len(ds) == 30
+    other = ThreadedBackend(records, 1)
+    with pytest.raises(DatasetError, match=r"dense.parquet: its kernels were timed on 2 thread\(s\), this backend "
+                                           r"times them on 1"):
+        collect(task, "compact", out, [Plan("random", 40, seed=1)], backend=other, progress=False)
+    assert other.measured == [] and len(load_dataset(out)) == 30
+    # rows of a dataset without the field ran on TVM's default pool: refused too
+    with pytest.raises(DatasetError, match=r"TVM's default \(half the logical CPUs\)"):
+        collect(task, "compact", tmp_path / "old.parquet", [Plan("random", 5, seed=1)],
+                backend=CountingBackend(records), progress=False)
+        collect(task, "compact", tmp_path / "old.parquet", [Plan("random", 6, seed=1)],
+                backend=ThreadedBackend(records, 2), progress=False)

@@ -7,6 +7,7 @@ import signal
 import sys
 
 import cloudpickle
+import pytest
 import numpy as np
 
 from tune_gym.measure.live import LiveBackend
@@ -112,3 +113,19 @@ def test_invalid_cuda_config_is_not_built():
     with LiveBackend() as backend:
         (result,) = backend.measure(task, space, [cfg])
     assert result.error == "invalid" and result.gflops == 0.0
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="TVM runs at most one thread per available CPU")
+def test_cpu_kernels_run_on_the_target_cores(dense_task, dense_space):
+    """TVM alone would size its pool to half the logical CPUs on x86-64 (1 on a 2-vCPU host): the
+    runner uses the target's num-cores, or the threads option, and says so in each result."""
+    config = dense_space.sample_unique(np.random.default_rng(2), 1)
+    one = dense_task.with_target("llvm&cores=1")
+    two = dense_task.with_target("llvm&cores=2")
+    with LiveBackend(repeat=1, min_repeat_ms=1) as backend:
+        assert backend.threads_for(one) == 1 and backend.threads_for(two) == 2
+        assert backend.measure(two, dense_space, config)[0].extra["threads"] == 2
+        assert backend.measure(one, dense_space, config)[0].extra["threads"] == 1  # runner restarted
+    with LiveBackend(repeat=1, min_repeat_ms=1, threads=1) as backend:
+        assert backend.threads_for(two) == 1
+        assert backend.measure(two, dense_space, config)[0].extra["threads"] == 1

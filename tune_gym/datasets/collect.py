@@ -170,6 +170,11 @@ def collect(
                                        "nothing was measured on hardware", note]))
     if note:
         entry["note"] = note
+    threads = backend.threads_for(task) if hasattr(backend, "threads_for") else None
+    if threads is not None:
+        entry["threads"] = threads
+        if measure:
+            _check_threads(load_records(journal), threads, out)
     modes = _ModeBook(plans, selections, previous)
     try:
         with TuningSession(task, space, backend, log=journal, resume=True) as session:
@@ -198,6 +203,19 @@ def collect(
             backend.close()
     entry["finished"] = time.time()
     return saver.save(load_records(journal), final=True)
+
+
+def _check_threads(records: list[Any], threads: int, out: Path) -> None:
+    """Refuse to add kernels timed on ``threads`` CPU threads to a dataset whose rows ran on
+    another count: a dataset never mixes them, as it never mixes hosts. Rows without a
+    ``threads`` field ran on TVM's default pool, half the logical CPUs on x86-64."""
+    ok = [r for r in records if r.result.ok]
+    other = sorted({str(r.result.extra.get("threads", "TVM's default (half the logical CPUs)")) for r in ok
+                    if r.result.extra.get("threads") != threads})
+    if other:
+        raise DatasetError(f"{out}: its kernels were timed on {', '.join(other)} thread(s), this backend times "
+                           f"them on {threads}; collect into a new file, or give the backend option "
+                           f"threads=<n> that the dataset used")
 
 
 def _explore(session: Any, plan: Plan, agent: Any, modes: _ModeBook, batch: int, progress: bool,

@@ -9,6 +9,11 @@ Design:
     * Timing runs one kernel at a time in a single runner process (also isolated, with its
       own timeout), with TVM's ``time_evaluator`` (``number`` calls per repeat, ``repeat``
       repeats, each repeat at least ``min_repeat_ms``), or with the adaptive evaluator.
+    * A CPU kernel runs on as many threads as its target has cores (``num-cores``; the
+      ``threads`` option overrides it), and each result's ``extra["threads"]`` says how many it
+      ran on. Left alone, TVM would size its thread pool to half the logical CPUs on x86-64
+      (one thread on a 2-vCPU machine) whatever the target says, so a kernel compiled for two
+      cores would be timed on one while PyTorch's reference uses both.
     * The first kernel of each task that runs is checked against PyTorch on random inputs;
       a mismatch is recorded as ``wrong_result`` and the next running kernel is checked
       again, until one passes (``check_all``: every running kernel is checked).
@@ -101,6 +106,8 @@ class LiveConfig:
                               help="AdaTune's adaptive evaluator instead of fixed repeats (None: off)")] = None
     recycle_after: Annotated[int, Int(1, help="jobs per worker process before it is restarted")] = 256
     seed: Annotated[int, Int(0, help="seed of the random inputs")] = 0
+    threads: Annotated[int | None, Int(1, none=True, help="threads a CPU kernel runs on (None: the cores the "
+                                                          "task's target is compiled for, its num-cores)")] = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -169,6 +176,7 @@ class LiveBackend(ProcessBackend):
         self.config = self._configured(config, LiveConfig, overrides, "LiveBackend")
         self._build_pool: Any = None
         self._run_pool: Any = None
+        self._run_threads: int | None = None
         self._workdir: WorkDir | None = None
         self._checked: set[str] = set()
 
@@ -178,34 +186,48 @@ class LiveBackend(ProcessBackend):
         return self.config.run_limit
 
     # ------------------------------------------------------------------ pools
-    def _pools(self) -> tuple[Any, Any]:
+    def _pools(self, threads: int | None) -> tuple[Any, Any]:
+        """The build pool and the runner, started on first use; the runner started again when its
+        CPU kernels must run on other ``threads`` (``None``: any)."""
         if self._build_pool is None:
             c = self.config
             self._workdir = WorkDir()
             self._build_pool = make_build_pool(c.build_workers, c.build_timeout, c.recycle_after, self._workdir.path)
-            self._restart_runner()
+        if self._run_pool is None or (threads is not None and threads != self._run_threads):
+            self._restart_runner(threads)
         return self._build_pool, self._run_pool
 
-    def _restart_runner(self) -> Any:
-        """A fresh runner process in place of the current one (after a GPU kernel failed: an
-        illegal memory access, for one, poisons the process's CUDA context for every later kernel)."""
+    def _restart_runner(self, threads: int | None = None) -> Any:
+        """A fresh runner process in place of the current one, its CPU kernels on ``threads``
+        threads (``None``: as the current one's): for a task compiled for other cores, and after
+        a GPU kernel failed (an illegal memory access, for one, poisons the process's CUDA
+        context for every later kernel)."""
         from tvm.support.popen_pool import PopenPoolExecutor
 
         from tune_gym.measure.workers import init_worker
 
         if self._run_pool is not None:
             self._run_pool.shutdown(wait=False)
+        self._run_threads = threads or self._run_threads
         self._run_pool = PopenPoolExecutor(
-            max_workers=1, timeout=self.run_timeout, initializer=init_worker, initargs=(None, os.getpid()),
-            maximum_process_uses=self.config.recycle_after,
+            max_workers=1, timeout=self.run_timeout, initializer=init_worker,
+            initargs=(None, os.getpid(), self._run_threads), maximum_process_uses=self.config.recycle_after,
         )
         return self._run_pool
+
+    def threads_for(self, task: Task) -> int | None:
+        """The threads ``task``'s kernels run on: :attr:`LiveConfig.threads`, else the cores its
+        target is compiled for (``num-cores``); ``None`` for a GPU task."""
+        if task.target.is_gpu:
+            return None
+        return self.config.threads or int(task.target.resolved().get("num-cores") or host_cores())
 
     def close(self) -> None:
         for pool in (self._build_pool, self._run_pool):
             if pool is not None:
                 pool.shutdown(wait=False)
         self._build_pool = self._run_pool = None
+        self._run_threads = None
         if self._workdir is not None:
             self._workdir.close()
             self._workdir = None
@@ -214,7 +236,7 @@ class LiveBackend(ProcessBackend):
     def measure(self, task: Task, space: KnobSpace, configs: Sequence[Config]) -> list[MeasureResult]:
         from tune_gym.measure.workers import run_artifact
 
-        build_pool, run_pool = self._pools()
+        build_pool, run_pool = self._pools(self.threads_for(task))
         flops = task.flops
         batch = build_batch(build_pool, task, space, configs, self.config.build_timeout)
         results, build_secs = batch.results, batch.build_secs

@@ -30,7 +30,7 @@ import numpy as np
 from tune_gym.space import LAYOUT_REWRITE_PREPROC
 
 __all__ = ["CACHED_PACKS", "Pack", "build_artifact", "die_with_parent", "init_worker", "measure_kernel", "pack_weight",
-           "reference_output", "run_artifact", "weight_packs"]
+           "pool_threads", "reference_output", "run_artifact", "set_threads", "weight_packs"]
 
 #: One weight layout rewrite: ``(input index, packed shape, index expressions)``. Each index
 #: expression gives one packed coordinate from the weight's coordinates as a tree of tuples:
@@ -49,15 +49,40 @@ _WORKDIR: str | None = None
 _PR_SET_PDEATHSIG = 1
 
 
-def init_worker(workdir: str | None = None, parent: int | None = None) -> None:
+def init_worker(workdir: str | None = None, parent: int | None = None, threads: int | None = None) -> None:
     """Prepare a worker (the pool calls this before the first job): die with process ``parent``
-    (the one that started this worker; ``None``: do not), build kernels under ``workdir``, and
-    import TVM once."""
+    (the one that started this worker; ``None``: do not), build kernels under ``workdir``, run
+    CPU kernels on ``threads`` threads (:func:`set_threads`; ``None``: TVM's default), and import
+    TVM once."""
     global _WORKDIR
     if parent is not None:
         die_with_parent(parent)
     _WORKDIR = workdir
+    if threads is not None:
+        set_threads(threads)
     import tvm  # noqa: F401
+
+
+def set_threads(threads: int) -> None:
+    """Make TVM's CPU thread pool run ``threads`` threads in this process and in the processes it
+    starts from now on (``TVM_NUM_THREADS``).
+
+    TVM sizes its pool once, when the process runs its first parallel kernel, from
+    ``TVM_NUM_THREADS`` (or ``OMP_NUM_THREADS``), else from the logical CPUs, halved on x86-64
+    (it assumes two hyper-threads per core): one thread on a 2-vCPU machine, whatever the
+    target's ``num-cores``. So this must run before the first kernel, and every process that
+    times kernels for a task sets it to the cores the task is compiled for.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+
+
+def pool_threads() -> int:
+    """The threads TVM's CPU thread pool of this process runs (creating the pool if need be)."""
+    import tvm
+
+    return int(tvm.get_global_func("runtime.NumThreads")())
 
 
 def die_with_parent(parent: int) -> None:
@@ -267,7 +292,8 @@ def run_artifact(job: dict[str, Any]) -> dict[str, Any]:
         job: ``path``; ``device`` ("cpu"/"cuda"); the rest as :func:`measure_kernel` takes it.
 
     Returns:
-        What :func:`measure_kernel` returns.
+        What :func:`measure_kernel` returns; for a CPU kernel its ``extra`` also holds
+        ``threads``, the threads TVM's pool ran it on.
     """
     import tvm
 
@@ -275,7 +301,10 @@ def run_artifact(job: dict[str, Any]) -> dict[str, Any]:
     try:
         lib = tvm.runtime.load_module(path)
         dev = tvm.cuda(0) if job["device"] == "cuda" else tvm.cpu(0)
-        return measure_kernel(lib, dev, job)
+        out = measure_kernel(lib, dev, job)
+        if job["device"] == "cpu":  # what the kernel ran on, kept with its result
+            out["extra"]["threads"] = pool_threads()
+        return out
     finally:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 

@@ -84,6 +84,7 @@ def metaschedule_tune(network: Any, trials: int, work_dir: str | Path, seed: int
 
     A database already in ``work_dir`` is extended (MetaSchedule's JSON database resumes).
     """
+    from tune_gym.measure.workers import set_threads
     from tune_gym.tvm_support import ms
 
     m = ms()
@@ -93,6 +94,8 @@ def metaschedule_tune(network: Any, trials: int, work_dir: str | Path, seed: int
     # Builder and runner as the live backend builds and times: workers that import TVM's tensor
     # intrinsics the fast way, 1 call per repeat, 3 repeats of >= 50 ms.
     builder = m.builder.LocalBuilder(max_workers=cores, timeout_sec=60.0, initializer=_init_worker)
+    # Its runner's workers inherit this: kernels run on the target's cores, as the live backend runs them.
+    set_threads(int(network.target.resolved()["num-cores"]))
     runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
                                   initializer=_init_worker)
     t0 = time.perf_counter()

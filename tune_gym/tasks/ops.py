@@ -63,12 +63,14 @@ class Bound:
         hi: largest accepted value (may be below ``lo``: then no value fits, and the message
             says which other parameters to change).
         why: the rule, in words, for the error message.
+        divides: when not 0, the value must also divide it (a channel block divides the channels).
     """
 
     param: str
     lo: int
     hi: int
     why: str
+    divides: int = 0
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,12 @@ class OpDef:
         return out
 
     def _require(self, bound: Bound, value: int) -> None:
-        if bound.lo <= value <= bound.hi:
+        if bound.lo <= value <= bound.hi and (not bound.divides or bound.divides % value == 0):
             return
         accepted = f"[{bound.lo}, {bound.hi}]" if bound.lo <= bound.hi else "none (change the other parameters)"
+        if bound.divides and bound.lo <= bound.hi:
+            divisors = [x for x in range(bound.lo, bound.hi + 1) if bound.divides % x == 0]
+            accepted = f"a divisor of {bound.divides} in {accepted}: {', '.join(map(str, divisors))}"
         raise TaskError(
             f"{self.name}: parameter {bound.param!r}={show(value)} out of range; accepted: {accepted} "
             f"({bound.why})"
@@ -236,6 +241,51 @@ def _conv2d_flops(q: Params) -> int:
 
 def _conv2d_torch(torch: Any, q: Params, x: list[Any]) -> Any:
     return torch.nn.functional.conv2d(x[0], x[1], stride=q["s"], padding=q["p"], dilation=q["d"])
+
+
+# ---------------------------------------------------------------------------- conv2d_nchwc
+# conv2d_nchw's inputs, output and PyTorch twin, computed the way vendor libraries do: the input is
+# copied (with its padding) into NCHW[ib]c, channel blocks of ib innermost; the convolution writes
+# NCHW[ob]c, so the ob output channels of a pixel are contiguous and one vector FMA updates them from
+# a broadcast input value; the result is copied back to NCHW. With weights=packed (the default) the
+# kernel is free to keep the weights in the matching blocked layout.
+_NCHWC_PARAMS = ("n", "c", "h", "w", "k", "r", "s", "p", "d", "ib", "ob")
+
+
+def _nchwc_scratch(q: Params) -> list[Shape]:
+    _, _, oh, ow = _conv2d_output(q)
+    hp, wp = q["h"] + 2 * q["p"], q["w"] + 2 * q["p"]
+    return [(q["n"], q["c"] // q["ib"], hp, wp, q["ib"]), (q["n"], q["k"] // q["ob"], oh, ow, q["ob"])]
+
+
+def _nchwc_bounds(q: Params) -> list[Bound]:
+    blocks = [Bound("ib", 1, q["c"], "the input-channel block divides the input channels c", divides=q["c"]),
+              Bound("ob", 1, q["k"], "the output-channel block divides the output channels k", divides=q["k"])]
+    return [*blocks, *_window_bounds(q, ("h", "w"), dilated=True)]
+
+
+def _nchwc_build(q: Params, dtype: str) -> list[Any]:
+    from tvm import te, tirx
+
+    data, weight = _placeholders(_conv2d_inputs(q), dtype)
+    n, c, h, w, k, r, s, p, d, ib, ob = (q[x] for x in _NCHWC_PARAMS)
+    _, _, oh, ow = _conv2d_output(q)
+
+    def blocked(b: Any, cc: Any, y: Any, x: Any, ci: Any) -> Any:
+        inside = tirx.all(y >= p, y < h + p, x >= p, x < w + p)
+        return tirx.if_then_else(inside, data[b, cc * ib + ci, y - p, x - p], tirx.const(0, dtype))
+
+    data_vec = te.compute((n, c // ib, h + 2 * p, w + 2 * p, ib), blocked, name="data_vec")
+    icc, icb = te.reduce_axis((0, c // ib), "ic_chunk"), te.reduce_axis((0, ib), "ic_block")
+    kh, kw = te.reduce_axis((0, r), "kh"), te.reduce_axis((0, r), "kw")
+    conv = te.compute(
+        (n, k // ob, oh, ow, ob),
+        lambda b, kc, y, x, kb: te.sum(
+            data_vec[b, icc, y * s + kh * d, x * s + kw * d, icb] * weight[kc * ob + kb, icc * ib + icb, kh, kw],
+            axis=[icc, kh, kw, icb]),
+        name="conv2d_NCHWc")
+    out = te.compute((n, k, oh, ow), lambda b, f, y, x: conv[b, f // ob, y, x, f % ob], name="conv2d_nchw")
+    return [data, weight, out]
 
 
 # ---------------------------------------------------------------------------- depthwise
@@ -397,6 +447,13 @@ OPS: dict[str, OpDef] = {
             defaults={"n": 1, "s": 1, "p": 0, "d": 1},
             output_shape=_conv2d_output, scratch_shapes=lambda q: _padded(q, ("h", "w")),
             bounds=lambda q: _window_bounds(q, ("h", "w"), dilated=True), weights=(1,),
+        ),
+        OpDef(
+            "conv2d_nchwc", 1, _NCHWC_PARAMS,
+            _nchwc_build, _conv2d_flops, _conv2d_inputs, _conv2d_torch,
+            "conv2d_nchw (same inputs and output) computed in channel-blocked layouts NCHW[ib]c -> NCHW[ob]c",
+            defaults={"n": 1, "s": 1, "p": 0, "d": 1},
+            output_shape=_conv2d_output, scratch_shapes=_nchwc_scratch, bounds=_nchwc_bounds, weights=(1,),
         ),
         OpDef(
             "depthwise_conv2d_nchw", 1, ("n", "c", "h", "w", "m", "r", "s", "p"),
