@@ -332,3 +332,21 @@ def test_package_standardised_curve_is_the_score(package_space):
     package_b = baseline.get_curve(fevals, "fevals")
     expected = baseline.get_standardised_curve(fevals, run, "fevals")
     np.testing.assert_allclose(M.random_relative_score(run, package_b, np.nanmin(costs)), expected, rtol=1e-12)
+
+
+def test_band_coverage_measures_each_band_on_resampled_seeds():
+    from benchmarks import band_coverage
+
+    rng = np.random.default_rng(0)
+    tasks = [rng.normal(0.2, 0.3, 40), rng.normal(-0.1, 0.5, 40)]
+    scores = band_coverage.replicate_scores(tasks, 12, 300, np.random.default_rng(1))
+    assert scores.shape == (12, 300) and abs(scores.mean() - np.mean([t.mean() for t in tasks])) < 0.02
+    row = band_coverage.measure("toy", "trials", "a", tasks, 12, 300, 499, np.random.default_rng(2))
+    assert row.truth == pytest.approx(np.mean([t.mean() for t in tasks]))
+    assert set(row.coverage) == set(band_coverage.METHODS) == {"t", "percentile", "BCa"}
+    assert 0.9 <= row.coverage["t"] <= 1.0 and row.coverage["percentile"] <= row.coverage["t"]
+    assert row.width["percentile"] < row.width["t"]  # the percentile bootstrap's band is the narrower
+    line = band_coverage.table_row(row)
+    assert line.startswith(f"| toy | trials | a | {row.truth:.3f} | 12 | {row.coverage['t']:.3f} |")
+    again = band_coverage.measure("toy", "trials", "a", tasks, 12, 300, 499, np.random.default_rng(2))
+    assert again == row
