@@ -125,6 +125,65 @@ def test_score_band_is_a_student_t_interval():
     assert math.isnan(M.score_band([0.5])["lower"])
 
 
+def _skewed(n: int, seed: int = 0) -> np.ndarray:
+    """Per-seed scores shaped like P: at most 1, a long tail below."""
+    return 1 - np.random.default_rng(seed).lognormal(0.0, 1.0, n)
+
+
+def test_bootstrap_band_is_scipys_bca_interval_and_deterministic():
+    x = _skewed(25)
+    band = M.score_band(x, method="bootstrap", seed=7)
+    ci = stats.bootstrap((x,), np.mean, n_resamples=9999, method="BCa", rng=np.random.default_rng(7))
+    ci = ci.confidence_interval
+    assert (band["lower"], band["upper"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert band["mean"] == pytest.approx(x.mean()) and band["n"] == 25
+    assert M.score_band(x, method="bootstrap", seed=7) == band
+    assert M.score_band(x, method="bootstrap", seed=np.random.default_rng(7)) == band  # a Generator works too
+    assert M.score_band(x, method="bootstrap", seed=8)["lower"] != band["lower"]
+    pct = M.score_band(x, method="bootstrap", bootstrap_method="percentile", seed=7)
+    assert pct["lower"] != band["lower"] and pct["lower"] < pct["mean"] < pct["upper"]
+
+
+@pytest.mark.parametrize("how", ["BCa", "percentile"])
+@pytest.mark.parametrize("n", [10, 25, 100])
+def test_bootstrap_band_contains_the_mean(how, n):
+    for seed in range(5):
+        band = M.score_band(_skewed(n, seed), method="bootstrap", bootstrap_method=how, seed=seed)
+        assert band["lower"] < band["mean"] < band["upper"]
+
+
+def test_bootstrap_band_narrows_with_more_seeds():
+    x = _skewed(400)
+    widths = [(b["upper"] - b["lower"]) for b in (M.score_band(x[:k], method="bootstrap") for k in (10, 25, 100, 400))]
+    assert widths == sorted(widths, reverse=True) and widths[-1] < widths[0] / 3
+
+
+def test_bootstrap_band_skips_nan_and_falls_back_to_the_t_band():
+    x = _skewed(20)
+    with_nan = np.insert(x, [3, 11], np.nan)
+    assert M.score_band(with_nan, method="bootstrap") == pytest.approx(M.score_band(x, method="bootstrap"))
+    assert M.score_band(with_nan, method="bootstrap")["n"] == 20
+    # fewer than BOOTSTRAP_MIN_SEEDS values: the t-band; one value or none: NaN, as the t-band
+    few = x[: M.BOOTSTRAP_MIN_SEEDS - 1]
+    assert M.score_band(few, method="bootstrap") == M.score_band(few)
+    for short in ([0.5], [np.nan, 0.5], []):
+        band = M.score_band(short, method="bootstrap")
+        assert math.isnan(band["lower"]) and math.isnan(band["upper"]) and band["n"] == len(short) - short.count(np.nan)
+    # curves (seeds, grid): per column; a column with too few seeds keeps its t-band, equal values give [v, v]
+    curves = np.column_stack([x, x + 1, np.full(20, 0.25), np.where(np.arange(20) < 5, x, np.nan)])
+    curves[2, 1] = np.nan
+    band, t_band = M.score_band(curves, method="bootstrap"), M.score_band(curves)
+    np.testing.assert_array_equal(band["n"], [20, 19, 20, 5])
+    assert band["lower"][0] == pytest.approx(band["lower"][1] - 1, abs=0.05)
+    assert (band["lower"][2], band["upper"][2]) == (0.25, 0.25)
+    assert (band["lower"][3], band["upper"][3]) == (t_band["lower"][3], t_band["upper"][3])
+    assert np.all(band["lower"][:2] < band["mean"][:2]) and np.all(band["mean"][:2] < band["upper"][:2])
+    with pytest.raises(ValueError, match="method must be 't' or 'bootstrap'"):
+        M.score_band(x, method="normal")
+    with pytest.raises(ValueError, match="bootstrap_method must be"):
+        M.score_band(x, method="bootstrap", bootstrap_method="basic")
+
+
 # ------------------------------------------------------------------------ best-so-far, trials-to-target
 
 
@@ -273,3 +332,21 @@ def test_package_standardised_curve_is_the_score(package_space):
     package_b = baseline.get_curve(fevals, "fevals")
     expected = baseline.get_standardised_curve(fevals, run, "fevals")
     np.testing.assert_allclose(M.random_relative_score(run, package_b, np.nanmin(costs)), expected, rtol=1e-12)
+
+
+def test_band_coverage_measures_each_band_on_resampled_seeds():
+    from benchmarks import band_coverage
+
+    rng = np.random.default_rng(0)
+    tasks = [rng.normal(0.2, 0.3, 40), rng.normal(-0.1, 0.5, 40)]
+    scores = band_coverage.replicate_scores(tasks, 12, 300, np.random.default_rng(1))
+    assert scores.shape == (12, 300) and abs(scores.mean() - np.mean([t.mean() for t in tasks])) < 0.02
+    row = band_coverage.measure("toy", "trials", "a", tasks, 12, 300, 499, np.random.default_rng(2))
+    assert row.truth == pytest.approx(np.mean([t.mean() for t in tasks]))
+    assert set(row.coverage) == set(band_coverage.METHODS) == {"t", "percentile", "BCa"}
+    assert 0.9 <= row.coverage["t"] <= 1.0 and row.coverage["percentile"] <= row.coverage["t"]
+    assert row.width["percentile"] < row.width["t"]  # the percentile bootstrap's band is the narrower
+    line = band_coverage.table_row(row)
+    assert line.startswith(f"| toy | trials | a | {row.truth:.3f} | 12 | {row.coverage['t']:.3f} |")
+    again = band_coverage.measure("toy", "trials", "a", tasks, 12, 300, 499, np.random.default_rng(2))
+    assert again == row
