@@ -20,6 +20,7 @@ from tune_gym.tasks import Task
 
 DENSE = Task.make("dense", m=32, n=32, k=32)
 CONV = Task.make("conv2d_nchw", c=16, h=14, w=14, k=16, r=3, p=1)
+NCHWC = Task.make("conv2d_nchwc", c=16, h=14, w=14, k=16, r=3, p=1, ib=4, ob=8)
 
 
 def test_pack_weight_follows_the_index_map():
@@ -33,7 +34,7 @@ def test_pack_weight_follows_the_index_map():
         workers.pack_weight(w, (1, (8, 4, 4), (("var", 0), ("var", 1), ("const", 0))))
 
 
-@pytest.mark.parametrize("task", [DENSE, CONV], ids=["dense", "conv2d"])
+@pytest.mark.parametrize("task", [DENSE, CONV, NCHWC], ids=["dense", "conv2d", "conv2d_nchwc"])
 def test_packed_kernels_take_packed_weights_and_match_pytorch(task):
     """In process: the built kernel's weight argument has the packed shape; on the packed
     weights it computes what PyTorch computes on the given ones."""
@@ -73,7 +74,7 @@ def _substitute(expr, axis0):
     return (expr[0], _substitute(expr[1], axis0), _substitute(expr[2], axis0))
 
 
-@pytest.mark.parametrize("task", [DENSE, CONV], ids=["dense", "conv2d"])
+@pytest.mark.parametrize("task", [DENSE, CONV, NCHWC], ids=["dense", "conv2d", "conv2d_nchwc"])
 def test_live_corrupted_packed_kernel_is_wrong_result_and_correct_ones_pass(task, monkeypatch):
     space = KnobSpace.for_task(task, "compact")
     configs = space.sample_unique(np.random.default_rng(4), 3)
@@ -156,3 +157,24 @@ def test_kernel_mod_is_the_timed_kernel_without_the_layout_rewrite():
     assert "= weight[" not in space.kernel_mod(cfg).script()  # ...ahead of time, not in the kernel
     given = KnobSpace.for_task(Task.make("dense", m=32, n=32, k=32, weights="given"), "compact")
     assert given.kernel_mod(cfg).script() == given.apply(cfg)[0].mod.script()
+
+
+def test_blocked_conv2d_computes_conv2d_nchw_with_given_weights():
+    """conv2d_nchwc takes and returns conv2d_nchw's tensors; its blocked copies are inside the
+    kernel, so with given (OIHW) weights every kernel matches PyTorch's conv2d too."""
+    task = NCHWC.with_weights("given")
+    assert task.input_shapes == CONV.input_shapes and task.output_shape() == CONV.output_shape()
+    assert task.flops == CONV.flops
+    space = KnobSpace.for_task(task, "compact")
+    with LiveBackend(repeat=1, min_repeat_ms=1, check_all=True) as backend:
+        results = backend.measure(task, space, space.sample_unique(np.random.default_rng(0), 2))
+    assert all(r.ok and r.extra.get("checked") for r in results), [r.error_msg for r in results]
+
+
+def test_blocked_conv2d_blocks_must_divide_the_channels():
+    from tune_gym.errors import TaskError
+
+    with pytest.raises(TaskError, match=r"'ib'=3 out of range; accepted: a divisor of 16 in \[1, 16\]: 1, 2, 4, 8, 16"):
+        Task.make("conv2d_nchwc", c=16, h=14, w=14, k=16, r=3, p=1, ib=3, ob=8)
+    with pytest.raises(TaskError, match=r"'ob'=32 out of range"):
+        Task.make("conv2d_nchwc", c=16, h=14, w=14, k=16, r=3, p=1, ib=4, ob=32)
