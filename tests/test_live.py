@@ -7,8 +7,8 @@ import signal
 import sys
 
 import cloudpickle
-import pytest
 import numpy as np
+import pytest
 
 from tune_gym.measure.live import LiveBackend
 
