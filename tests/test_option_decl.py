@@ -189,6 +189,6 @@ def test_cli_prints_an_agents_and_a_backends_options(capsys):
     assert out[2].split()[:4] == ["pop_size", "100", "integer", ">="] and out[2].endswith("configs per generation")
     assert main(["backends", "live"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("live: 12 options") and out[3].split()[:2] == ["repeat", "3"]
+    assert out[0].startswith("live: 13 options") and out[3].split()[:2] == ["repeat", "3"]
     assert main(["agents", "nope"]) == 2
     assert "unknown agent 'nope'" in capsys.readouterr().err

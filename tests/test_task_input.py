@@ -38,7 +38,7 @@ def valid_params(draw: st.DrawFn, op: str) -> dict[str, int]:
         op_ = draw(st.integers(0, s - 1))
         p = draw(st.integers(0, min(r - 1, ((min(h, w) - 1) * s + r + op_ - 1) // 2)))
         return {"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "p": p, "op": op_}
-    d = draw(st.integers(1, 3)) if op == "conv2d_nchw" else 1
+    d = draw(st.integers(1, 3)) if op in ("conv2d_nchw", "conv2d_nchwc") else 1
     e = d * (r - 1) + 1
     p = draw(st.integers(0, e - 1))
     size = st.integers(max(1, e - 2 * p), max(1, e - 2 * p) + 40)
@@ -47,6 +47,10 @@ def valid_params(draw: st.DrawFn, op: str) -> dict[str, int]:
     q = {"n": n, "c": c, "h": draw(size), "w": draw(size), "r": r, "s": s, "p": p}
     if op == "conv2d_nchw":
         return {**q, "k": k, "d": d}
+    if op == "conv2d_nchwc":  # channel blocks divide the channels
+        ib = draw(st.sampled_from([x for x in range(1, c + 1) if c % x == 0]))
+        ob = draw(st.sampled_from([x for x in range(1, k + 1) if k % x == 0]))
+        return {**q, "k": k, "d": d, "ib": ib, "ob": ob}
     return {**q, "m": draw(st.integers(1, 4))}
 
 
