@@ -246,3 +246,16 @@ def test_the_shipped_budgets_are_the_methodologys_on_the_hubs_files(monkeypatch)
     monkeypatch.setenv("TUNE_GYM_DATA", str(HUB))
     for t in load_suite("external").tasks:
         assert t.budget == _budget(t.id), t.id
+
+
+def test_an_entry_with_one_seed_so_far_is_listed_unranked(bench, tmp_path):
+    """Without a second seed an entry has no band to compare: it follows the ranked ones."""
+    lines = _lines(bench[0])
+    one_seed = [lines[0]] + [t for t in lines[1:]
+                             if (json.loads(t)["spec"]["agent"], json.loads(t)["spec"]["seed"]) != ("ga", 1)]
+    board = tmp_path / "one_seed.md"
+    assert main(["leaderboard", str(_write(tmp_path, one_seed, "one_seed.jsonl")), "--out", str(board)]) == 0
+    rows = [line for line in board.read_text().splitlines() if line.startswith("| ")][2:]
+    ga = next(i for i, line in enumerate(rows) if line.split(" | ")[1] == "ga")
+    assert rows[ga].startswith("| - | ga |") and "(one seed so far)" in rows[ga]
+    assert all(not line.startswith("| - ") for line in rows[:ga])  # the ranked entries come first

@@ -113,8 +113,10 @@ def entry_rows(lb: Leaderboard) -> list[dict[str, Any]]:
                      "na_tasks": len(na_tasks[entry] - {c.task for c in cells}),
                      "tasks": len(cells), "complete": len(cells) + len(na_tasks[entry]) >= len(lb.tasks),
                      "agent_secs": float(np.mean([s for c in cells for s in c.agent_secs]))})
-    # An entry with runs on only some tasks is listed after the ranked ones: its P is over other tasks.
-    rows.sort(key=lambda r: (not r["complete"],
+        rows[-1]["ranked"] = rows[-1]["complete"] and not math.isnan(trials["lower"])
+    # An entry with runs on only some tasks, or one seed, is listed after the ranked ones: its P is
+    # over other tasks, or has no band to compare.
+    rows.sort(key=lambda r: (not r["ranked"],
                              -r["trials"]["mean"] if not math.isnan(r["trials"]["mean"]) else math.inf))
     return rows
 
@@ -154,7 +156,7 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
         "|---:|---|---|---:|---|---|---:|---|---|" + "---:|" * len(devices) + "---:|---:|",
     ]
     ranking = [r["entry"] for r in rows]
-    ranked = sum(r["complete"] for r in rows)
+    ranked = sum(r["ranked"] for r in rows)
     sig = significance.compare_cells(lb.cells.values(), ranking)
     for i, r in enumerate(rows, 1):
         t, s = r["trials"], r["time"]
@@ -164,7 +166,9 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
         marks = [significance.next_cell(sig, r["entry"], after, axis) for axis in ("trials", "time")]
         if not r["complete"]:
             na += f" ({r['tasks']} of {len(lb.tasks)} tasks so far)"
-        rank, source = i if r["complete"] else "-", "Kernel Tuner" if r["kernel_tuner"] else "tune_gym"
+        elif not r["ranked"]:
+            na += " (one seed so far)"
+        rank, source = i if r["ranked"] else "-", "Kernel Tuner" if r["kernel_tuner"] else "tune_gym"
         lines.append(f"| {rank} | {r['entry']} | {source} | "
                      f"{fmt(t['mean'])} | [{fmt(t['lower'])}, {fmt(t['upper'])}] | {marks[0]} | {fmt(s['mean'])} | "
                      f"[{fmt(s['lower'])}, {fmt(s['upper'])}] | {marks[1]} | " + " | ".join(cells)
