@@ -7,6 +7,9 @@ import os
 import pytest
 
 os.environ.setdefault("TUNE_GYM_CORES", "2")
+# One pytest-xdist worker per core: a live kernel runs on its worker's core (the live backend
+# honours TVM_NUM_THREADS), so a parallel kernel never waits on a core another test holds.
+os.environ.setdefault("TVM_NUM_THREADS", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

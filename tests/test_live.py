@@ -116,9 +116,11 @@ def test_invalid_cuda_config_is_not_built():
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="TVM runs at most one thread per available CPU")
-def test_cpu_kernels_run_on_the_target_cores(dense_task, dense_space):
+def test_cpu_kernels_run_on_the_target_cores(dense_task, dense_space, monkeypatch):
     """TVM alone would size its pool to half the logical CPUs on x86-64 (1 on a 2-vCPU host): the
-    runner uses the target's num-cores, or the threads option, and says so in each result."""
+    runner uses the target's num-cores, or the threads option, or TVM_NUM_THREADS where set, and
+    says so in each result."""
+    monkeypatch.delenv("TVM_NUM_THREADS", raising=False)  # the suite sets it (conftest)
     config = dense_space.sample_unique(np.random.default_rng(2), 1)
     one = dense_task.with_target("llvm&cores=1")
     two = dense_task.with_target("llvm&cores=2")
@@ -127,5 +129,9 @@ def test_cpu_kernels_run_on_the_target_cores(dense_task, dense_space):
         assert backend.measure(two, dense_space, config)[0].extra["threads"] == 2
         assert backend.measure(one, dense_space, config)[0].extra["threads"] == 1  # runner restarted
     with LiveBackend(repeat=1, min_repeat_ms=1, threads=1) as backend:
+        assert backend.threads_for(two) == 1
+        assert backend.measure(two, dense_space, config)[0].extra["threads"] == 1
+    monkeypatch.setenv("TVM_NUM_THREADS", "1")
+    with LiveBackend(repeat=1, min_repeat_ms=1) as backend:
         assert backend.threads_for(two) == 1
         assert backend.measure(two, dense_space, config)[0].extra["threads"] == 1

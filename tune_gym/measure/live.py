@@ -10,10 +10,11 @@ Design:
       own timeout), with TVM's ``time_evaluator`` (``number`` calls per repeat, ``repeat``
       repeats, each repeat at least ``min_repeat_ms``), or with the adaptive evaluator.
     * A CPU kernel runs on as many threads as its target has cores (``num-cores``; the
-      ``threads`` option overrides it), and each result's ``extra["threads"]`` says how many it
-      ran on. Left alone, TVM would size its thread pool to half the logical CPUs on x86-64
-      (one thread on a 2-vCPU machine) whatever the target says, so a kernel compiled for two
-      cores would be timed on one while PyTorch's reference uses both.
+      ``threads`` option, or else ``TVM_NUM_THREADS`` where set, overrides it), and each
+      result's ``extra["threads"]`` says how many it ran on. Left alone, TVM would size its
+      thread pool to half the logical CPUs on x86-64 (one thread on a 2-vCPU machine) whatever
+      the target says, so a kernel compiled for two cores would be timed on one while
+      PyTorch's reference uses both.
     * The first kernel of each task that runs is checked against PyTorch on random inputs;
       a mismatch is recorded as ``wrong_result`` and the next running kernel is checked
       again, until one passes (``check_all``: every running kernel is checked).
@@ -106,8 +107,9 @@ class LiveConfig:
                               help="AdaTune's adaptive evaluator instead of fixed repeats (None: off)")] = None
     recycle_after: Annotated[int, Int(1, help="jobs per worker process before it is restarted")] = 256
     seed: Annotated[int, Int(0, help="seed of the random inputs")] = 0
-    threads: Annotated[int | None, Int(1, none=True, help="threads a CPU kernel runs on (None: the cores the "
-                                                          "task's target is compiled for, its num-cores)")] = None
+    threads: Annotated[int | None, Int(1, none=True, help="threads a CPU kernel runs on (None: TVM_NUM_THREADS "
+                                                          "where set, else the cores the task's target is "
+                                                          "compiled for, its num-cores)")] = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -216,11 +218,17 @@ class LiveBackend(ProcessBackend):
         return self._run_pool
 
     def threads_for(self, task: Task) -> int | None:
-        """The threads ``task``'s kernels run on: :attr:`LiveConfig.threads`, else the cores its
-        target is compiled for (``num-cores``); ``None`` for a GPU task."""
+        """The threads ``task``'s kernels run on: :attr:`LiveConfig.threads`, else
+        ``TVM_NUM_THREADS`` where the user set it, else the cores its target is compiled for
+        (``num-cores``); ``None`` for a GPU task."""
         if task.target.is_gpu:
             return None
-        return self.config.threads or int(task.target.resolved().get("num-cores") or host_cores())
+        if self.config.threads:
+            return self.config.threads
+        given = os.environ.get("TVM_NUM_THREADS", "")
+        if given.isdecimal() and int(given) >= 1:
+            return int(given)
+        return int(task.target.resolved().get("num-cores") or host_cores())
 
     def close(self) -> None:
         for pool in (self._build_pool, self._run_pool):
