@@ -44,17 +44,11 @@ from typing import Any
 import numpy as np
 
 from tune_gym.host import host_fingerprint, host_id
-from tune_gym.measure.workers import set_threads
+from tune_gym.measure.workers import metaschedule_measurers
 from tune_gym.tasks import Task
 
 # The key of MetaSchedule's own run; the agent that re-states its search is named ``metaschedule``.
 TUNE_TIR = "tune_tir"
-
-
-def _init_worker() -> None:
-    from tune_gym.tvm_support import ms
-
-    ms()
 
 
 #: The folder of a run's ``--out`` that keeps MetaSchedule's best record, as a one-record JSON database.
@@ -80,11 +74,7 @@ def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path, keep: P
     cores = len(os.sched_getaffinity(0))
     # Fresh builder workers import TVM's tensor intrinsics, which takes longer than the build
     # timeout unless done the fast way (tune_gym.tvm_support); the live backend's workers do the same.
-    builder = m.builder.LocalBuilder(max_workers=cores, timeout_sec=60.0, initializer=_init_worker)
-    # Its runner's workers inherit this: kernels run on the target's cores, as the live backend runs them.
-    set_threads(int(task.target.resolved()["num-cores"]))
-    runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
-                                  initializer=_init_worker)
+    builder, runner = metaschedule_measurers(task.target)
     target = task.target.tvm_target()
     start = time.perf_counter()
     database = m.tir_integration.tune_tir(

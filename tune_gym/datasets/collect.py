@@ -173,11 +173,11 @@ def collect(
     threads = backend.threads_for(task) if hasattr(backend, "threads_for") else None
     if threads is not None:
         entry["threads"] = threads
-        if measure:
-            _check_threads(load_records(journal), threads, out)
     modes = _ModeBook(plans, selections, previous)
     try:
         with TuningSession(task, space, backend, log=journal, resume=True) as session:
+            if threads is not None and measure:
+                _check_threads(session.resumed, threads, out)
             # the resumed data's reference, unless the reference audit marks it suspect: then measure it again
             recorded = recorded_reference(session.resumed, task, host=host_id())
             session.reference = ((recorded if recorded is not None and not recorded.suspect else None)

@@ -221,14 +221,9 @@ class LiveBackend(ProcessBackend):
         """The threads ``task``'s kernels run on: :attr:`LiveConfig.threads`, else
         ``TVM_NUM_THREADS`` where the user set it, else the cores its target is compiled for
         (``num-cores``); ``None`` for a GPU task."""
-        if task.target.is_gpu:
-            return None
-        if self.config.threads:
-            return self.config.threads
-        given = os.environ.get("TVM_NUM_THREADS", "")
-        if given.isdecimal() and int(given) >= 1:
-            return int(given)
-        return int(task.target.resolved().get("num-cores") or host_cores())
+        from tune_gym.measure.workers import kernel_threads
+
+        return None if task.target.is_gpu else kernel_threads(task.target, self.config.threads)
 
     def close(self) -> None:
         for pool in (self._build_pool, self._run_pool):

@@ -29,8 +29,9 @@ import numpy as np
 
 from tune_gym.space import LAYOUT_REWRITE_PREPROC
 
-__all__ = ["CACHED_PACKS", "Pack", "build_artifact", "die_with_parent", "init_worker", "measure_kernel", "pack_weight",
-           "pool_threads", "reference_output", "run_artifact", "set_threads", "weight_packs"]
+__all__ = ["CACHED_PACKS", "Pack", "build_artifact", "die_with_parent", "init_worker", "kernel_threads",
+           "measure_kernel", "metaschedule_measurers", "pack_weight", "pool_threads", "reference_output",
+           "run_artifact", "set_threads", "weight_packs"]
 
 #: One weight layout rewrite: ``(input index, packed shape, index expressions)``. Each index
 #: expression gives one packed coordinate from the weight's coordinates as a tree of tuples:
@@ -76,6 +77,42 @@ def set_threads(threads: int) -> None:
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     os.environ["TVM_NUM_THREADS"] = str(threads)
+
+
+def kernel_threads(target: Any, threads: int | None = None) -> int:
+    """The threads a CPU kernel of ``target`` (a :class:`~tune_gym.tasks.targets.TargetSpec`) runs
+    on: ``threads`` when given, else ``TVM_NUM_THREADS`` where the user set it, else the cores
+    the target is compiled for (``num-cores``)."""
+    if threads:
+        return threads
+    given = os.environ.get("TVM_NUM_THREADS", "")
+    if given.isdecimal() and int(given) >= 1:
+        return int(given)
+    from tune_gym.host import host_cores
+
+    return int(target.resolved().get("num-cores") or host_cores())
+
+
+def metaschedule_measurers(target: Any) -> tuple[Any, Any]:
+    """MetaSchedule's ``LocalBuilder`` and ``LocalRunner`` set up as the live backend builds and
+    times: one build worker per core whose TVM import takes the fast path
+    (:mod:`tune_gym.tvm_support`), 1 call per repeat, 3 repeats of >= 50 ms, kernels of
+    ``target`` on :func:`kernel_threads` threads (the runner's workers inherit it)."""
+    from tune_gym.tvm_support import ms
+
+    m = ms()
+    builder = m.builder.LocalBuilder(max_workers=len(os.sched_getaffinity(0)), timeout_sec=60.0,
+                                     initializer=_ms_worker_init)
+    set_threads(kernel_threads(target))
+    runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
+                                  initializer=_ms_worker_init)
+    return builder, runner
+
+
+def _ms_worker_init() -> None:
+    from tune_gym.tvm_support import ms
+
+    ms()
 
 
 def pool_threads() -> int:

@@ -84,31 +84,18 @@ def metaschedule_tune(network: Any, trials: int, work_dir: str | Path, seed: int
 
     A database already in ``work_dir`` is extended (MetaSchedule's JSON database resumes).
     """
-    from tune_gym.measure.workers import set_threads
+    from tune_gym.measure.workers import metaschedule_measurers
     from tune_gym.tvm_support import ms
 
     m = ms()
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    cores = len(os.sched_getaffinity(0))
-    # Builder and runner as the live backend builds and times: workers that import TVM's tensor
-    # intrinsics the fast way, 1 call per repeat, 3 repeats of >= 50 ms.
-    builder = m.builder.LocalBuilder(max_workers=cores, timeout_sec=60.0, initializer=_init_worker)
-    # Its runner's workers inherit this: kernels run on the target's cores, as the live backend runs them.
-    set_threads(int(network.target.resolved()["num-cores"]))
-    runner = m.runner.LocalRunner(evaluator_config=m.runner.EvaluatorConfig(number=1, repeat=3, min_repeat_ms=50),
-                                  initializer=_init_worker)
+    builder, runner = metaschedule_measurers(network.target)
     t0 = time.perf_counter()
     db = m.relax_integration.tune_relax(
         network.mod, None, network.target.tvm_target(), str(work), max_trials_global=trials,
         num_trials_per_iter=trials_per_iter, builder=builder, runner=runner, seed=seed)
     return db, time.perf_counter() - t0
-
-
-def _init_worker() -> None:
-    from tune_gym.tvm_support import ms
-
-    ms()
 
 
 def _loop(call: Any, repeats: int, min_seconds: float) -> list[float]:
