@@ -28,7 +28,7 @@ from tune_gym.datasets.reference_audit import (
 )
 from tune_gym.errors import RecordError
 from tune_gym.measure.quiet import BusyHostError, CpuTimes, Machine, PeakCache, QuietPolicy, Timing, other_cores
-from tune_gym.measure.reference import Reference, measure_reference, reference_threads
+from tune_gym.measure.reference import Reference, measure_reference, reference_at, reference_threads
 from tune_gym.records import Record, load_records
 from tune_gym.tasks.task import Task
 
@@ -341,3 +341,60 @@ def test_after_a_refused_reference_the_same_log_tunes_with_another_reward_norm(s
     env.step(env.action_space.sample())
     env.close()
     assert len(load_records(log)) == 2
+
+
+# ---------------------------------------------------------------------------------- thread counts
+def _dataset(host_info: dict | None, threads: int | None = None, reference: Reference | None = None) -> Dataset:
+    """The tiny dense space's dataset, its kernels timed on ``threads`` (None: not recorded)."""
+    ds = Dataset.from_records([r for r in load_records(DATA) if r.task == DENSE], mode="exhaustive")
+    ds.meta["hosts"] = {ds.host[0]: host_info or {}}
+    if threads is not None:
+        ds.extra = [{**x, "threads": threads} for x in ds.extra]
+    if reference is not None:
+        ds.meta["references"] = {ds.host[0]: reference.to_json()}
+        ds.reference_gflops[:] = reference.gflops
+    return ds
+
+
+def test_a_datasets_kernel_threads_are_recorded_or_tvms_default_pool():
+    x86 = {"logical_cores": 2, "os": "Linux-x86_64"}
+    assert _dataset(x86, threads=2).kernel_threads == 2  # recorded by the live backend
+    assert _dataset(x86).kernel_threads == 1  # before that: TVM's default pool, half the logical CPUs
+    assert _dataset({"logical_cores": 8, "os": "Linux-x86_64"}).kernel_threads == 4
+    assert _dataset({"logical_cores": 8, "os": "Linux-aarch64"}).kernel_threads is None  # no halving known there
+    assert _dataset(None).kernel_threads is None  # the footer does not describe the host
+
+
+def test_a_reference_is_taken_at_the_kernels_thread_count_where_it_has_one():
+    both = Reference(100.0, "torch, 2 threads", (100.0,), "h", threads=2, single_thread_gflops=60.0)
+    assert reference_at(both, 1) == (60.0, 1) and reference_at(both, 2) == (100.0, 2)
+    old = Reference(100.0, "torch 2.13.0+cpu cpu, 2 threads, separate process", (100.0,), "h")
+    assert reference_at(old, 1) == (100.0, 2) and reference_at(old, None) == (100.0, 2)
+
+
+@pytest.mark.parametrize("single", [None, 40.0])
+def test_leaderboard_sets_kernels_against_the_reference_on_their_threads(tmp_path, monkeypatch, single):
+    from benchmarks.leaderboard.report import compute, write_leaderboard
+    from benchmarks.leaderboard.runner import run_suite
+    from benchmarks.leaderboard.suite import load_suite
+
+    data = tmp_path / "data"
+    data.mkdir()
+    ref = Reference(100.0, "torch, 2 threads", (100.0,), "h", threads=2, single_thread_gflops=single)
+    ds = _dataset({"logical_cores": 2, "os": "Linux-x86_64"}, reference=ref)  # kernels on TVM's default: 1
+    ds.save(data / "dense_compact.parquet")
+    monkeypatch.setenv("TUNE_GYM_DATA", str(data))
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(f'name = "tiny"\ndescription = "random on the tiny dense space"\nseeds = 1\nbatch = 4\n'
+                     f'agents = ["random"]\n[[task]]\nid = "{DENSE}"\npreset = "compact"\nbudget = 8\nweight = 1\n')
+    out = tmp_path / "results.jsonl"
+    run_suite(load_suite(suite), out, progress=False)
+    lb = compute(out)
+    best = lb.cells[("random", DENSE)].best_gflops[0]
+    assert lb.rows[0]["vs_reference"] == pytest.approx(best / (single or 100.0))
+    text = write_leaderboard(out, tmp_path / "LB.md", plots=tmp_path / "plots").read_text()
+    if single is None:  # no one-thread value: the 2-thread one, and the page says so
+        assert "| 100.00 (2t; kernels 1t) |" in text
+        assert f"kernels on 1 thread against PyTorch on 2: {DENSE}" in text
+    else:  # like for like: no note
+        assert "| 40.00 |" in text and "kernels on 1 thread against" not in text

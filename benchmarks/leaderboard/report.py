@@ -28,6 +28,7 @@ import numpy as np
 from benchmarks.leaderboard import metrics as M
 from benchmarks.leaderboard import significance
 from benchmarks.leaderboard.results import read_results
+from tune_gym.measure.reference import reference_at
 
 __all__ = ["Leaderboard", "compute", "write_leaderboard"]
 
@@ -45,6 +46,9 @@ class TaskData:
     eval_secs: np.ndarray | None = None
     nominal_flops: bool = False  # GFLOPS are a nominal FLOP count over time (kt tasks): report times
     reference_suspect: str = ""  # why the reference audit marks the reference suspect ("" when it does not)
+    kernel_threads: int | None = None  # CPU threads the dataset's kernels ran on (None: not known, or not a CPU)
+    reference_threads: int | None = None  # threads of reference_gflops (differs from kernel_threads without a
+    # reference at the kernels' count)
 
 
 @dataclass
@@ -101,8 +105,11 @@ def _task_data(uri: str, preset: str) -> TaskData:
             return TaskData(uri, preset, False, math.nan, math.nan, nominal_flops=nominal)
         ds = load_dataset(entry.path, verify=False)
     ref = ds.reference
-    td = TaskData(uri, preset, ds.exhaustive, ds.best_gflops, ref.gflops if ref is not None else math.nan,
-                  nominal_flops=nominal, reference_suspect=ref.suspect if ref is not None else "")
+    kernel_threads = getattr(ds, "kernel_threads", None)
+    value, ref_threads = reference_at(ref, kernel_threads) if ref is not None else (math.nan, None)
+    td = TaskData(uri, preset, ds.exhaustive, ds.best_gflops, value, nominal_flops=nominal,
+                  reference_suspect=ref.suspect if ref is not None else "", kernel_threads=kernel_threads,
+                  reference_threads=ref_threads)
     if ds.exhaustive:
         td.costs = ds.mean_cost
         td.eval_secs = ds.build_secs + ds.run_secs
@@ -145,7 +152,9 @@ def compute(results: str | Path) -> Leaderboard:
         cell.curves.append(curve)
         cell.clocks.append(np.asarray(line["clock"], dtype=float))
         cell.vs_best.append(line["best_gflops"] / best_known)
-        cell.vs_reference.append(line["best_gflops"] / line["reference_gflops"])
+        # the dataset's reference at the kernels' thread count where it has one (the line holds the all-core one)
+        reference = td.reference_gflops if math.isfinite(td.reference_gflops) else line["reference_gflops"]
+        cell.vs_reference.append(line["best_gflops"] / reference)
         cell.to95.append(M.trials_to_target(curve, 0.95 - 1e-12))
         cell.to100.append(M.trials_to_target(curve, 1.0 - 1e-12))
         cell.agent_secs.append(line["agent_secs"])
@@ -272,6 +281,29 @@ def _vs_reference(row: dict[str, Any]) -> str:
     return fmt(row["vs_reference"]) + left_out
 
 
+def _threads_differ(td: TaskData) -> bool:
+    """Whether the task's reference ran on another thread count than its kernels (both known)."""
+    return bool(td.kernel_threads and td.reference_threads and td.kernel_threads != td.reference_threads)
+
+
+def _thread_note(tasks: dict[str, TaskData]) -> list[str]:
+    """The note on tasks whose kernels and reference ran on different thread counts (none: no note)."""
+    pairs: dict[tuple[int, int], list[str]] = defaultdict(list)  # (kernel, reference threads) -> tasks
+    for tid, td in tasks.items():
+        if _threads_differ(td) and not td.reference_suspect:
+            pairs[(td.kernel_threads, td.reference_threads)].append(tid)  # type: ignore[index]
+    if not pairs:
+        return []
+    groups = "; ".join(f"kernels on {k} thread{'s' * (k > 1)} against PyTorch on {r}: {', '.join(tids)}"
+                       for (k, r), tids in sorted(pairs.items()))
+    return ["", "**vs PyTorch** sets a task's best kernel against the reference at the thread count the kernels "
+            "ran on where the data has it (`tune_gym.measure.reference.reference_at`). Where it does not, the "
+            f"counts differ ({groups}): kernels timed before the live backend sized TVM's thread pool ran on its "
+            "default, half the logical CPUs on x86-64 (one on a 2-vCPU host), and their datasets record no "
+            "one-thread reference, so the ratio sets one core against all of them and understates the kernels. "
+            "The per-task table marks those references `(Rt; kernels Kt)`."]
+
+
 def _iqr(values: list[int | None]) -> str:
     s = M.summarize_trials_to_target(values)
     med = s["median"]
@@ -344,6 +376,7 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
                   "marks suspect (`benchmarks/datasets/reference_audit.json`; a value timed on a busy host, far below "
                   "what the op runs at): " + "; ".join(f"{tid} ({why})" for tid, why in suspect.items())
                   + ". A row shows `suspect` when every one of its tasks is."]
+    lines += _thread_note(lb.tasks)
     partial = sorted({a for a, _ in lb.not_applicable})
     if partial:
         reasons: dict[tuple[str, str], list[str]] = {}  # (agent, reason) -> tasks
@@ -380,7 +413,9 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
             c = lb.cells.get((a, tid))
             cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c
                            else "n/a" if (a, tid) in lb.not_applicable else "-")
-        torch = fmt(td.reference_gflops, 2) + (" (suspect)" if td.reference_suspect else "")
+        torch = fmt(td.reference_gflops, 2) + (" (suspect)" if td.reference_suspect else "") + (
+            f" ({td.reference_threads}t; kernels {td.kernel_threads}t)" if _threads_differ(td) and not td.reference_suspect
+            else "")
         lines.append(f"| {tid} | {td.preset}, {kind} | {fmt(td.best_gflops, 2)} | {torch} | "
                      + " | ".join(cellstr) + " |")
     lines += ["", f"![best-so-far]({rel(png_curves)})", "",

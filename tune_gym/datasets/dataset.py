@@ -328,6 +328,33 @@ class Dataset:
         ref = Reference.from_json(refs[self.host[0]]) if self.host and self.host[0] in refs else None
         return audited(self.task.uri, ref) if ref is not None else None
 
+    @cached_property
+    def kernel_threads(self) -> int | None:
+        """The CPU threads the dataset's kernels ran on (``None``: not a CPU task, counts that
+        differ, or not known).
+
+        A row records it (``extra["threads"]``) since the live backend sizes TVM's thread pool.
+        A row timed before that ran on TVM's default pool: half the collecting host's logical
+        CPUs on x86-64, at least one (``runtime.NumThreads`` gives 1 on the 2-vCPU hosts the
+        committed datasets come from); on another architecture, or a host the footer does not
+        describe, the count is not known."""
+        if self.task.target.kind != "llvm":
+            return None
+        counts = set()
+        hosts = self.meta.get("hosts", {})
+        for ok, extra, host in zip(self.ok, self.extra, self.host, strict=True):
+            if not ok:
+                continue
+            threads = extra.get("threads")
+            if threads is None:
+                info = hosts.get(host) or {}
+                cores = info.get("logical_cores")
+                if not cores or not str(info.get("os", "")).endswith("x86_64"):
+                    return None
+                threads = max(1, int(cores) // 2)
+            counts.add(int(threads))
+        return counts.pop() if len(counts) == 1 else None
+
     @property
     def hosts(self) -> list[str]:
         return sorted(set(self.host))

@@ -50,7 +50,7 @@ from tune_gym.host import host_cores
 from tune_gym.measure.quiet import CALIBRATION_N, Machine, QuietPolicy, quiet_timings
 from tune_gym.tasks.task import Task
 
-__all__ = ["Reference", "measure_reference", "reference_threads", "time_calibration", "time_torch"]
+__all__ = ["Reference", "measure_reference", "reference_at", "reference_threads", "time_calibration", "time_torch"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,17 @@ def reference_threads(ref: Reference) -> int | None:
         return ref.threads
     found = re.search(r"\b(\d+) threads?\b", ref.method)
     return int(found.group(1)) if found else None
+
+
+def reference_at(ref: Reference, threads: int | None) -> tuple[float, int | None]:
+    """The value of ``ref`` to set a kernel timed on ``threads`` CPU threads against, and its
+    thread count: ``ref.single_thread_gflops`` for a one-thread kernel where it was measured,
+    else ``ref.gflops`` at :func:`reference_threads` (which differs from ``threads`` when the
+    reference has no value at that count; ``None``: unknown)."""
+    own = reference_threads(ref)
+    if threads == 1 and own != 1 and ref.single_thread_gflops:
+        return ref.single_thread_gflops, 1
+    return ref.gflops, own
 
 
 def _threads(task: Task) -> int:
