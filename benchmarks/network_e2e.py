@@ -24,7 +24,9 @@ for a quiet machine:
 Target: ``llvm&cores=1`` by default (one thread everywhere, PyTorch included), so a 2-core host
 keeps a core free. Weights and inputs are the model's seed-0 random ones. ``--weights packed``
 imports the network with its weights re-laid out per schedule and pre-packed at compile time
-(results under ``NETWORK-packed``).
+(results under ``NETWORK-packed``). ``--layout NCHW16c`` computes every convolution whose channels
+16 divides in the blocked layout vendor libraries use (:func:`tune_gym.networks.network.import_torch`;
+results under ``NETWORK-nchw16c``); MetaSchedule's part then tunes the same converted network.
 """
 
 from __future__ import annotations
@@ -167,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", default="llvm&cores=1")
     p.add_argument("--weights", default="given", choices=["given", "packed"],
                    help="kernels' weight layout (packed: results under NETWORK-packed)")
+    p.add_argument("--layout", default="NCHW",
+                   help="convolutions' data layout: NCHW, or NCHW<n>c blocked by n channels (results under "
+                        "NETWORK-nchw<n>c; tune_relax tunes the same converted network)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--part", choices=["tune", "metaschedule", "time", "all"], default="all")
     p.add_argument("--out", type=Path, default=OUT)
@@ -177,9 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     from tune_gym.networks import import_network
     from tune_gym.tasks.prim_func import repo_store, save
 
-    net = import_network(args.network, args.target, seed=args.seed, weights=args.weights)
-    if args.weights == "packed":
-        net.name = f"{args.network}-packed"
+    net = import_network(args.network, args.target, seed=args.seed, weights=args.weights, layout=args.layout)
+    net.name = args.network + ("-packed" if args.weights == "packed" else "") + (
+        f"-{args.layout.lower()}" if args.layout != "NCHW" else "")
     for t in net.tasks:  # the records name kernels by digest: keep the kernels with the repository
         save(t.task, repo_store())
     root = args.out / host_id() / net.name

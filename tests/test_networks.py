@@ -236,3 +236,26 @@ def test_packed_weights_network_tunes_compiles_and_matches_torch(tmp_path):
     assert len(net.applied(db)) == 7
     outputs, expected = net.run(net.compile(db)), net.torch_outputs()
     np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-4, atol=1e-5)
+
+
+def test_blocked_layout_network_tunes_compiles_and_matches_torch(tmp_path):
+    """layout=NCHW<n>c: the convolutions whose channels the block divides compute in the blocked
+    layout (TOPI's conv2d_NCHWc), the others stay NCHW, and the tuned network matches PyTorch."""
+    from agents.network import tune_network
+    from tune_gym.networks import import_network
+
+    net = import_network("tiny", "llvm&cores=1", layout="NCHW8c")
+    names = [t.task.name for t in net.tasks]
+    assert net.layout == "NCHW8c" and sum("conv2d_NCHWc" in n for n in names) == 3
+    assert any(n.startswith("fused_conv2d_subtract") for n in names)  # the 3-channel stem stays NCHW
+    result = tune_network(net, agent="random", trials=16, batch=2, out_dir=tmp_path, progress=False,
+                          backend_options={"repeat": 1, "number": 2})
+    assert all(t.result.ok for p in result.tasks for t in p.runner.result.trials)
+    db = result.database()
+    assert any("conv2d_NCHWc" in name for name in net.applied(db))
+    np.testing.assert_allclose(net.run(net.compile(db))[0], net.torch_outputs()[0], rtol=1e-4, atol=1e-5)
+    for bad in ("NHWC", "NCHW0c", "NCHWc"):
+        with pytest.raises(TaskError, match=rf"layout='{bad}'; accepted: NCHW, or NCHW<n>c"):
+            import_network("tiny", "llvm&cores=1", layout=bad)
+    with pytest.raises(TaskError, match="needs an llvm target"):
+        import_network("tiny", "cuda", layout="NCHW8c")

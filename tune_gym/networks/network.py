@@ -29,6 +29,7 @@ others with TVM's default lowering (on CPUs: no schedule, one thread), then ``tv
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,8 @@ class Network:
         tasks: the distinct kernels, in MetaSchedule's extraction order.
         inputs: example inputs (numpy arrays) in the order ``main`` takes them.
         model: the PyTorch module it was imported from (eval mode), for the reference output.
+        weights: how kernels read the weights (``given`` or ``packed``; :func:`import_network`).
+        layout: the convolutions' data layout (``NCHW`` or ``NCHW<n>c``; :func:`import_torch`).
     """
 
     name: str
@@ -80,6 +83,7 @@ class Network:
     inputs: tuple[np.ndarray, ...]
     model: Any = field(default=None, repr=False)
     weights: str = "given"
+    layout: str = "NCHW"
 
     def compile(self, database: Any) -> Any:
         """The network built with ``database``'s records (a Relax ``VMExecutable``).
@@ -159,8 +163,28 @@ def _flatten(out: Any) -> list[Any]:
     return [out]
 
 
-def import_torch(model: Any, inputs: tuple[Any, ...]) -> Any:
-    """The fused Relax module of a PyTorch module (eval mode) on example ``inputs`` (tensors)."""
+def channel_block(layout: str) -> int:
+    """The channel block of a convolution data layout: 0 for ``NCHW``, ``n`` for ``NCHW<n>c``;
+    :class:`TaskError` for any other."""
+    if layout == "NCHW":
+        return 0
+    found = re.fullmatch(r"NCHW([1-9][0-9]*)c", layout)
+    if not found:
+        raise TaskError(f"import_network: layout={layout!r}; accepted: NCHW, or NCHW<n>c with a channel block n "
+                        "(e.g. NCHW16c)")
+    return int(found.group(1))
+
+
+def import_torch(model: Any, inputs: tuple[Any, ...], layout: str = "NCHW", target: TargetSpec | None = None) -> Any:
+    """The fused Relax module of a PyTorch module (eval mode) on example ``inputs`` (tensors).
+
+    ``layout="NCHW<n>c"`` converts every convolution whose input and output channels ``n``
+    divides to that blocked layout (Relax's ``ConvertLayout``; weights ``OIHW<n>i<n>o``, folded
+    into the constants at compile time): elementwise ops between convolutions follow the layout,
+    so a layout transform runs only where the blocked chain starts and ends. Each blocked
+    convolution is TOPI's ``conv2d_NCHWc`` compute (:func:`_legalize_blocked_conv2d`, legalized
+    under ``target``), as the ``conv2d_nchwc`` op's; a grouped convolution has no blocked form
+    here and is refused."""
     import torch
 
     from tune_gym.tvm_support import tvm
@@ -169,17 +193,39 @@ def import_torch(model: Any, inputs: tuple[Any, ...]) -> Any:
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
+    block = channel_block(layout)
     model = model.eval()
     with torch.no_grad():
         exported = torch.export.export(model, tuple(inputs))
-    mod = from_exported_program(exported)
-    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings(),
-              relax.get_pipeline("zero")]
+    mod = relax.transform.DecomposeOpsForInference()(from_exported_program(exported))
+    if block:
+        mod = relax.transform.ConvertLayout({"relax.nn.conv2d": [layout, f"OIHW{block}i{block}o"]})(mod)
+        with (target or TargetSpec.coerce("llvm")).tvm_target():
+            mod = relax.transform.LegalizeOps({"relax.nn.conv2d": _legalize_blocked_conv2d})(mod)
+    passes = [relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")]
     return tv.transform.Sequential(passes)(mod)
 
 
+def _legalize_blocked_conv2d(bb: Any, call: Any) -> Any:
+    """Relax ``nn.conv2d`` in a blocked layout (``NCHW<n>c``) as TOPI's ``conv2d_NCHWc``; a
+    convolution in another layout is left to the default legalization."""
+    from tvm import topi
+
+    attrs = call.attrs
+    if not re.fullmatch(r"NCHW\d+c", str(attrs.data_layout)):
+        return call
+    if int(attrs.groups) != 1:
+        raise TaskError(f"import_network: a convolution with groups={int(attrs.groups)} has no blocked "
+                        f"{attrs.data_layout} kernel here; import with layout='NCHW'")
+    data, kernel = call.args
+    return bb.call_te(topi.nn.conv2d_NCHWc, data, kernel, [int(x) for x in attrs.strides],
+                      [int(x) for x in attrs.padding], [int(x) for x in attrs.dilation], str(attrs.data_layout),
+                      str(attrs.out_layout), str(attrs.out_dtype) or "float32", primfunc_name_hint="conv2d_NCHWc")
+
+
 def import_network(model: str | Any, target: str | TargetSpec = "llvm", seed: int = 0,
-                   inputs: tuple[Any, ...] | None = None, name: str | None = None, weights: str = "given") -> Network:
+                   inputs: tuple[Any, ...] | None = None, name: str | None = None, weights: str = "given",
+                   layout: str = "NCHW") -> Network:
     """Import a model and extract its kernels as tasks on ``target``.
 
     Args:
@@ -192,6 +238,9 @@ def import_network(model: str | Any, target: str | TargetSpec = "llvm", seed: in
         weights: ``given`` (kernels read the weights as the network passes them) or ``packed``
             (``llvm`` only: weights marked ``layout_free_buffers``, re-laid out per schedule and
             pre-packed at compile time; see :mod:`tune_gym.tasks.prim_func`).
+        layout: the convolutions' data layout: ``NCHW`` (PyTorch's), or ``NCHW<n>c`` (``llvm``
+            only), channel blocks of ``n`` innermost, the layout vendor libraries compute in
+            (:func:`import_torch`).
     """
     from tune_gym.tvm_support import ms
 
@@ -211,7 +260,9 @@ def import_network(model: str | Any, target: str | TargetSpec = "llvm", seed: in
         raise TaskError(f"import_network: weights={weights!r}; accepted: given, packed")
     if weights == "packed" and spec.kind != "llvm":
         raise TaskError(f"import_network: weights='packed' needs an llvm target, not {spec.kind}")
-    mod = import_torch(module, inputs)
+    if channel_block(layout) and spec.kind != "llvm":
+        raise TaskError(f"import_network: layout={layout!r} needs an llvm target, not {spec.kind}")
+    mod = import_torch(module, inputs, layout, spec)
     if weights == "packed":
         from tvm import relax
 
@@ -223,7 +274,7 @@ def import_network(model: str | Any, target: str | TargetSpec = "llvm", seed: in
         task = register(ext.dispatched[0], ext.task_name, spec)
         tasks.append(NetworkTask(task, int(ext.weight), anchor_task(task)))
     arrays = tuple(np.asarray(x.detach().numpy()) for x in inputs)
-    return Network(name, mod, spec, tasks, arrays, module, weights)
+    return Network(name, mod, spec, tasks, arrays, module, weights, layout)
 
 
 # ---------------------------------------------------------------------------- anchors
