@@ -71,7 +71,7 @@ def cmd_network(args: argparse.Namespace) -> int:
     from tune_gym.cli import parse_options
     from tune_gym.networks import import_network
 
-    net = import_network(args.model, args.target, seed=args.seed, weights=args.weights)
+    net = import_network(args.model, args.target, seed=args.seed, weights=args.weights, layout=args.layout)
     if args.kernels:
         print_kernels(net)
         return 0
@@ -242,6 +242,8 @@ def register(sub: Any) -> None:
     p.add_argument("--weights", default="given", choices=["given", "packed"],
                    help="given: kernels read the weights as passed; packed: re-laid out per schedule, pre-packed "
                         "at compile time (llvm)")
+    p.add_argument("--layout", default="NCHW",
+                   help="convolutions' data layout: NCHW (PyTorch's), or NCHW<n>c blocked by n channels (llvm)")
     p.add_argument("--kernels", action="store_true",
                    help="list the network's kernels (weights, space sizes, suite tasks) and stop")
     p.add_argument("--resume", action="store_true", help="load the records in --out first")

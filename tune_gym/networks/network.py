@@ -200,6 +200,7 @@ def import_torch(model: Any, inputs: tuple[Any, ...], layout: str = "NCHW", targ
     mod = relax.transform.DecomposeOpsForInference()(from_exported_program(exported))
     if block:
         mod = relax.transform.ConvertLayout({"relax.nn.conv2d": [layout, f"OIHW{block}i{block}o"]})(mod)
+        mod = relax.transform.EliminateCommonSubexpr()(mod)  # one transform of a tensor two convs read
         with (target or TargetSpec.coerce("llvm")).tvm_target():
             mod = relax.transform.LegalizeOps({"relax.nn.conv2d": _legalize_blocked_conv2d})(mod)
     passes = [relax.transform.CanonicalizeBindings(), relax.get_pipeline("zero")]
