@@ -413,9 +413,9 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
             c = lb.cells.get((a, tid))
             cellstr.append(f"{np.median(c.vs_best):.3f}, {_iqr(c.to100)}" if c
                            else "n/a" if (a, tid) in lb.not_applicable else "-")
-        torch = fmt(td.reference_gflops, 2) + (" (suspect)" if td.reference_suspect else "") + (
-            f" ({td.reference_threads}t; kernels {td.kernel_threads}t)" if _threads_differ(td) and not td.reference_suspect
-            else "")
+        torch = fmt(td.reference_gflops, 2) + (" (suspect)" if td.reference_suspect else "")
+        if _threads_differ(td) and not td.reference_suspect:
+            torch += f" ({td.reference_threads}t; kernels {td.kernel_threads}t)"
         lines.append(f"| {tid} | {td.preset}, {kind} | {fmt(td.best_gflops, 2)} | {torch} | "
                      + " | ".join(cellstr) + " |")
     lines += ["", f"![best-so-far]({rel(png_curves)})", "",

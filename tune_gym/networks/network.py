@@ -183,8 +183,9 @@ def import_torch(model: Any, inputs: tuple[Any, ...], layout: str = "NCHW", targ
     into the constants at compile time): elementwise ops between convolutions follow the layout,
     so a layout transform runs only where the blocked chain starts and ends. Each blocked
     convolution is TOPI's ``conv2d_NCHWc`` compute (:func:`_legalize_blocked_conv2d`, legalized
-    under ``target``), as the ``conv2d_nchwc`` op's; a grouped convolution has no blocked form
-    here and is refused."""
+    under ``target``), the computation of the ``conv2d_nchwc`` op's blocked stage.
+    ``ConvertLayout`` leaves grouped (depthwise) convolutions in NCHW, with transforms around
+    them."""
     import torch
 
     from tune_gym.tvm_support import tvm
