@@ -15,7 +15,8 @@ for a quiet machine:
 * ``metaschedule``: MetaSchedule's ``tune_relax`` at the same budget, 16 trials per task
   iteration (``--ms-trials-per-iter``; its default, 64, would spend 512 trials on the first 8
   kernels of its round-robin warm-up and leave the rest untuned), into
-  ``OUT/NETWORK/metaschedule`` (its JSON database). Not resumable inside a run: a finished run
+  ``OUT/NETWORK/metaschedule``: its JSON database, then kept as the best record of each kernel,
+  gzip-compressed (:func:`tune_gym.records.keep_best_records`). Not resumable inside a run: a finished run
   writes ``tuning.json`` and is not run again.
 * ``time``: compile each database, check the outputs against PyTorch, and time every build end to
   end in separate processes (:mod:`tune_gym.networks.timing`: median of 7 timings of >= 0.5 s)
@@ -75,6 +76,7 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
 
 def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
     from tune_gym.networks.timing import metaschedule_tune
+    from tune_gym.records import keep_best_records
 
     work = root / "metaschedule"
     if (work / "tuning.json").exists():
@@ -85,8 +87,10 @@ def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
     print(f"metaschedule: tune_relax {net.name} to {args.trials} trials", flush=True)
     _, secs = metaschedule_tune(net, args.trials, work, seed=args.seed, trials_per_iter=args.ms_trials_per_iter)
     records = sum(1 for line in (work / "database_tuning_record.json").read_text().splitlines() if line.strip())
-    _save(work / "tuning.json", {"trials_done": records, "seconds": secs, "trials_per_iter": args.ms_trials_per_iter})
-    print(f"metaschedule: {records} records, {secs:.0f} s", flush=True)
+    kept = keep_best_records(work)  # what rebuilds its network: megabytes less in the repository
+    _save(work / "tuning.json", {"trials_done": records, "seconds": secs, "trials_per_iter": args.ms_trials_per_iter,
+                                 "records_kept": kept})
+    print(f"metaschedule: {records} records ({kept} kept: the best of each kernel), {secs:.0f} s", flush=True)
 
 
 def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:

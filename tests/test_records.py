@@ -17,6 +17,7 @@ from tune_gym.records import (
     RecordWriter,
     best_records,
     export_database,
+    keep_best_records,
     load_database,
     load_records,
 )
@@ -143,6 +144,23 @@ def test_export_database_compiles_with_tvm(tmp_path, space):
     args = [tvm().runtime.tensor(a, dev) for a in (x, w, np.zeros((16, 16), np.float32))]
     lib["main"](*args)
     np.testing.assert_allclose(args[-1].numpy(), x @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_keep_best_records_keeps_each_workloads_best_compressed(tmp_path, space):
+    """A tuner's whole database shrinks to the best record of each workload, gzip-compressed, and
+    still compiles to the best program."""
+    best = Record.create(space, space.config(57), ok(1e-6), "test")
+    export_database([best], tmp_path)
+    line = json.loads((tmp_path / "database_tuning_record.json").read_text())
+    slower, failed = json.loads(json.dumps(line)), json.loads(json.dumps(line))
+    slower[1][1], failed[1][1] = [2e-6, 2e-6], [1e10]  # a slower run of the same program; a failed one
+    (tmp_path / "database_tuning_record.json").write_text("".join(json.dumps(x) + "\n" for x in (slower, line, failed)))
+    assert keep_best_records(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["database_tuning_record.json.gz", "database_workload.json.gz"]
+    db = load_database(tmp_path)
+    assert len(db) == 1 and list(tmp_path.iterdir())  # read from a temporary copy; the files stay as they are
+    sch = ms().tir_integration.compile_tir(db, space.mod, space.target)
+    tvm().ir.assert_structural_equal(sch.mod, space.apply(best.config)[0].mod)
 
 
 def test_save_json_round_trips(space):

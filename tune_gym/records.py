@@ -36,8 +36,11 @@ The best config of each task exports to a MetaSchedule JSON database
 from __future__ import annotations
 
 import functools
+import gzip
+import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +58,7 @@ from tune_gym.tvm_support import ms
 
 __all__ = [
     "SCHEMA_VERSION", "Record", "RecordWriter", "best_records", "check_record", "export_database",
-    "load_database", "load_records", "recorded_reference",
+    "keep_best_records", "load_database", "load_records", "recorded_reference",
 ]
 
 SCHEMA_VERSION = 1
@@ -430,8 +433,36 @@ def export_database(records: Iterable[Record], directory: str | os.PathLike[str]
 
 
 def load_database(directory: str | os.PathLike[str]) -> Any:
-    """The MetaSchedule ``JSONDatabase`` in ``directory`` (as written by :func:`export_database`)."""
+    """The MetaSchedule ``JSONDatabase`` in ``directory`` (as written by :func:`export_database`,
+    or by MetaSchedule's tuning). A database kept compressed (:func:`keep_best_records`) is read
+    from a temporary copy: the database holds its records in memory once made."""
     directory = Path(directory)
+    packed = [directory / f"{name}.gz" for name in (_WORKLOAD_FILE, _RECORD_FILE)]
+    if not (directory / _WORKLOAD_FILE).exists() and all(p.exists() for p in packed):
+        with tempfile.TemporaryDirectory(prefix="tune_gym_db_") as tmp:
+            for path in packed:
+                (Path(tmp) / path.name[:-3]).write_bytes(gzip.decompress(path.read_bytes()))
+            return load_database(tmp)
     return ms().database.JSONDatabase(
         path_workload=str(directory / _WORKLOAD_FILE), path_tuning_record=str(directory / _RECORD_FILE),
     )
+
+
+def keep_best_records(directory: str | os.PathLike[str]) -> int:
+    """Shrink the MetaSchedule JSON database in ``directory`` to what rebuilds its best program:
+    the best record of each workload (lowest mean run time; failed runs, timed at 1e10 s, never
+    win), in their order, then both files gzip-compressed (``.json.gz``, which
+    :func:`load_database` reads). Returns the records kept."""
+    directory = Path(directory)
+    lines = [line for line in (directory / _RECORD_FILE).read_text().splitlines() if line.strip()]
+    best: dict[int, tuple[float, int]] = {}  # workload -> (mean seconds, line)
+    for i, line in enumerate(lines):
+        workload, (_, run_secs, *_) = json.loads(line)
+        costs = [float(c) for c in run_secs or [] if float(c) < 1e9]
+        if costs and (workload not in best or sum(costs) / len(costs) < best[workload][0]):
+            best[workload] = (sum(costs) / len(costs), i)
+    kept = "".join(lines[i] + "\n" for i in sorted(i for _, i in best.values()))
+    for name, text in ((_WORKLOAD_FILE, (directory / _WORKLOAD_FILE).read_text()), (_RECORD_FILE, kept)):
+        (directory / f"{name}.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+        (directory / name).unlink()
+    return len(best)
