@@ -259,3 +259,8 @@ def test_an_entry_with_one_seed_so_far_is_listed_unranked(bench, tmp_path):
     ga = next(i for i, line in enumerate(rows) if line.split(" | ")[1] == "ga")
     assert rows[ga].startswith("| - | ga |") and "(one seed so far)" in rows[ga]
     assert all(not line.startswith("| - ") for line in rows[:ga])  # the ranked entries come first
+    # the page opens with how far the results are through the suite
+    text = board.read_text()
+    done = len(one_seed) - 1
+    assert f"**In progress: {done:,} of the suite's {done + 1:,} runs.**" in text
+    assert "In progress" not in bench[1].read_text()  # the whole suite: no such paragraph

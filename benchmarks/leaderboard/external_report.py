@@ -121,6 +121,19 @@ def entry_rows(lb: Leaderboard) -> list[dict[str, Any]]:
     return rows
 
 
+def progress_line(lb: Leaderboard) -> list[str]:
+    """A paragraph saying how far the results are through the suite (none when they hold it all)."""
+    from benchmarks.leaderboard.suite import Suite
+
+    missing = sum(missing_runs(lb).values())
+    if not missing:
+        return []
+    total = sum(1 for _ in Suite.from_dict(lb.header["suite"]).runs())
+    return [f"**In progress: {total - missing:,} of the suite's {total:,} runs.** The runs still to come are "
+            "listed below the table; an entry is ranked once it has run every task with at least two seeds, and "
+            "until then it is listed after the ranked ones with P over the runs it has.", ""]
+
+
 def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, command: str | None = None) -> Path:
     """Write the section of ``lb`` (computed from ``results``) to ``out``, its plot into ``plots``."""
     rows = entry_rows(lb)
@@ -134,6 +147,7 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
     lines = [
         "## External spaces: GPU kernels measured with Kernel Tuner, tune_gym's agents and Kernel Tuner's "
         "optimizers", "",
+        *progress_line(lb),
         f"Suite `{suite['name']}`: " + (f"{suite['description']}. " if suite["description"] else "")
         + f"{len(lb.tasks)} spaces ({', '.join(kernels)} on "
         f"{', '.join(devices)}) x {len(suite['agents'])} entries ({len(suite['agents']) - n_kt} tune_gym agents, "
