@@ -16,11 +16,12 @@ for a quiet machine:
   iteration (``--ms-trials-per-iter``; its default, 64, would spend 512 trials on the first 8
   kernels of its round-robin warm-up and leave the rest untuned), into
   ``OUT/NETWORK/metaschedule``: its JSON database, then kept as the best record of each kernel,
-  gzip-compressed (:func:`tune_gym.records.keep_best_records`). Not resumable inside a run: a finished run
-  writes ``tuning.json`` and is not run again.
-* ``time``: compile each database, check the outputs against PyTorch, and time every build end to
-  end in separate processes (:mod:`tune_gym.networks.timing`: median of 7 timings of >= 0.5 s)
-  with the target's threads; then ``OUT/NETWORK.json`` and ``.md``.
+  gzip-compressed (:func:`tune_gym.records.keep_best_records`). Not resumable inside a run: a
+  finished run writes ``tuning.json`` and is not run again.
+* ``time``: compile each database (MetaSchedule's and every agent run's under ``OUT/NETWORK``),
+  check the outputs against PyTorch, and time every build end to end in separate processes
+  (:mod:`tune_gym.networks.timing`: median of 7 timings of >= 0.5 s) with the target's threads;
+  then ``OUT/NETWORK.json`` and ``.md``.
 
 Target: ``llvm&cores=1`` by default (one thread everywhere, PyTorch included), so a 2-core host
 keeps a core free. Weights and inputs are the model's seed-0 random ones. ``--weights packed``
@@ -53,11 +54,17 @@ def _save(path: Path, doc: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def run_name(agent: str, options: list[str]) -> str:
+    """The folder of an agent's run: its id, then each ``KEY=VALUE`` option as ``-KEYVALUE``."""
+    return agent + "".join(f"-{o.replace('=', '')}" for o in options)
+
+
 def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
     from agents.network import tune_network
+    from tune_gym.cli import parse_options
 
     for agent in args.agents:
-        run_dir = root / agent
+        run_dir = root / run_name(agent, args.option)
         info = _load(run_dir / "tuning.json")
         if info.get("trials_done", 0) >= args.trials:
             print(f"{agent}: done ({info['trials_done']} trials, {info['seconds']:.0f} s)", flush=True)
@@ -65,9 +72,11 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
         print(f"{agent}: tuning {net.name} to {args.trials} trials", flush=True)
         t0 = time.perf_counter()
         result = tune_network(net, agent=agent, trials=args.trials, batch=args.batch, scheduler=args.scheduler,
-                              out_dir=run_dir, resume=True, seed=args.seed, progress=not args.quiet)
+                              agent_options=parse_options(args.option), out_dir=run_dir, resume=True, seed=args.seed,
+                              progress=not args.quiet)
         done = sum(p.trials for p in result.tasks)
-        info = {"agent": agent, "trials_done": done, "seconds": info.get("seconds", 0.0) + time.perf_counter() - t0,
+        info = {"agent": agent, "options": parse_options(args.option), "trials_done": done,
+                "seconds": info.get("seconds", 0.0) + time.perf_counter() - t0,
                 "scheduler": args.scheduler, "batch": args.batch, "estimated_ms": result.estimated_latency * 1e3,
                 "per_task_trials": {p.task.task.name: p.trials for p in result.tasks}}
         _save(run_dir / "tuning.json", info)
@@ -116,12 +125,11 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     ms_info = _load(root / "metaschedule" / "tuning.json")
     if ms_info:
         builds.append(("MetaSchedule tune_relax", load_database(root / "metaschedule"), ms_info))
-    for agent in args.agents:
-        info = _load(root / agent / "tuning.json")
-        if not info:
-            continue
-        records = [r for path in sorted((root / agent / "records").glob("*.jsonl")) for r in load_records(path)]
-        builds.append((f"tune_gym {agent}", load_database(export_database(records, root / agent / "database")), info))
+    for run in sorted(p for p in root.iterdir() if (p / "records").is_dir() and (p / "tuning.json").exists()):
+        info = _load(run / "tuning.json")  # every agent run of this network, whatever --agents says
+        records = [r for path in sorted((run / "records").glob("*.jsonl")) for r in load_records(path)]
+        label = f"tune_gym {info['agent']}" + "".join(f" -o {k}={v}" for k, v in info.get("options", {}).items())
+        builds.append((label, load_database(export_database(records, run / "database")), info))
     for name, db, info in builds:
         print(f"timing {name}", flush=True)
         lib = net.compile(db)
@@ -164,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--network", required=True)
     p.add_argument("--agents", nargs="+", default=["xgb-sa", "random"])
+    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of every agent (e.g. -o plan_size=16); runs go to AGENT-KEYVALUE")
     p.add_argument("--trials", type=int, default=512)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--scheduler", default="gradient")
