@@ -248,8 +248,8 @@ def test_the_shipped_budgets_are_the_methodologys_on_the_hubs_files(monkeypatch)
         assert t.budget == _budget(t.id), t.id
 
 
-def test_an_entry_with_one_seed_so_far_is_listed_unranked(bench, tmp_path):
-    """Without a second seed an entry has no band to compare: it follows the ranked ones."""
+def test_an_entry_with_runs_to_come_is_listed_unranked(bench, tmp_path):
+    """An entry without every run the suite asks of it (here: a seed to come) follows the ranked ones."""
     lines = _lines(bench[0])
     one_seed = [lines[0]] + [t for t in lines[1:]
                              if (json.loads(t)["spec"]["agent"], json.loads(t)["spec"]["seed"]) != ("ga", 1)]
@@ -257,7 +257,7 @@ def test_an_entry_with_one_seed_so_far_is_listed_unranked(bench, tmp_path):
     assert main(["leaderboard", str(_write(tmp_path, one_seed, "one_seed.jsonl")), "--out", str(board)]) == 0
     rows = [line for line in board.read_text().splitlines() if line.startswith("| ")][2:]
     ga = next(i for i, line in enumerate(rows) if line.split(" | ")[1] == "ga")
-    assert rows[ga].startswith("| - | ga |") and "(one seed so far)" in rows[ga]
+    assert rows[ga].startswith("| - | ga |") and "(1 of 2 so far, on 1 of 1 tasks)" in rows[ga]
     assert all(not line.startswith("| - ") for line in rows[:ga])  # the ranked entries come first
     # the page opens with how far the results are through the suite
     text = board.read_text()

@@ -101,6 +101,7 @@ def entry_rows(lb: Leaderboard) -> list[dict[str, Any]]:
     na_tasks: dict[str, set[str]] = defaultdict(set)
     for entry, tid in lb.not_applicable:
         na_tasks[entry].add(tid)
+    missing = missing_runs(lb)
     rows: list[dict[str, Any]] = []
     for entry, cells in by_entry.items():
         trials, secs = M.score_band(_per_seed(cells, "p_trials")), M.score_band(_per_seed(cells, "p_time"))
@@ -111,11 +112,11 @@ def entry_rows(lb: Leaderboard) -> list[dict[str, Any]]:
         rows.append({"entry": entry, "kernel_tuner": kt_entries.is_entry(entry), "trials": trials, "time": secs,
                      "devices": devices, "runs": sum(c.seeds for c in cells),
                      "na_tasks": len(na_tasks[entry] - {c.task for c in cells}),
-                     "tasks": len(cells), "complete": len(cells) + len(na_tasks[entry]) >= len(lb.tasks),
+                     "tasks": len(cells), "missing": missing.get(entry, 0),
                      "agent_secs": float(np.mean([s for c in cells for s in c.agent_secs]))})
-        rows[-1]["ranked"] = rows[-1]["complete"] and not math.isnan(trials["lower"])
-    # An entry with runs on only some tasks, or one seed, is listed after the ranked ones: its P is
-    # over other tasks, or has no band to compare.
+        rows[-1]["ranked"] = not rows[-1]["missing"] and not math.isnan(trials["lower"])
+    # An entry without every run the suite asks of it is listed after the ranked ones: its P is over
+    # other tasks or fewer seeds than its band will have, and its place would move as runs come in.
     rows.sort(key=lambda r: (not r["ranked"],
                              -r["trials"]["mean"] if not math.isnan(r["trials"]["mean"]) else math.inf))
     return rows
@@ -130,8 +131,8 @@ def progress_line(lb: Leaderboard) -> list[str]:
         return []
     total = sum(1 for _ in Suite.from_dict(lb.header["suite"]).runs())
     return [f"**In progress: {total - missing:,} of the suite's {total:,} runs.** The runs still to come are "
-            "listed below the table; an entry is ranked once it has run every task with at least two seeds, and "
-            "until then it is listed after the ranked ones with P over the runs it has.", ""]
+            "listed below the table. An entry is ranked once it has every run the suite asks of it; until then it "
+            "is listed after the ranked ones, with P over the runs it has.", ""]
 
 
 def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, command: str | None = None) -> Path:
@@ -178,10 +179,10 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
         cells = [f"{fmt(r['devices'][d][0], 2)} / {fmt(r['devices'][d][1], 2)}" for d in devices]
         na = f" ({r['na_tasks']} tasks n/a)" if r["na_tasks"] else ""
         marks = [significance.next_cell(sig, r["entry"], after, axis) for axis in ("trials", "time")]
-        if not r["complete"]:
-            na += f" ({r['tasks']} of {len(lb.tasks)} tasks so far)"
+        if r["missing"]:
+            na += f" ({r['runs']} of {r['runs'] + r['missing']} so far, on {r['tasks']} of {len(lb.tasks)} tasks)"
         elif not r["ranked"]:
-            na += " (one seed so far)"
+            na += " (one seed: no band)"
         rank, source = i if r["ranked"] else "-", "Kernel Tuner" if r["kernel_tuner"] else "tune_gym"
         lines.append(f"| {rank} | {r['entry']} | {source} | "
                      f"{fmt(t['mean'])} | [{fmt(t['lower'])}, {fmt(t['upper'])}] | {marks[0]} | {fmt(s['mean'])} | "
