@@ -241,6 +241,13 @@ def test_leaderboard_lists_runs_not_made_yet(suite_file, tmp_path):
     run_suite(load_suite(suite_file), out, agents=["random"], progress=False)
     text = write_leaderboard(out, tmp_path / "LEADERBOARD.md", plots=tmp_path / "plots").read_text()
     assert "not in the results yet" in text and "xgb-sa 4" in text
+    # an agent with some of its runs follows the ranked ones, unranked, whatever its score
+    run_suite(load_suite(suite_file), out, agents=["xgb-sa"], seeds=1, progress=False)
+    lb = compute(out)
+    assert [(r["agent"], r["missing"]) for r in lb.rows] == [("random", 0), ("xgb-sa", 3)]
+    text = write_leaderboard(out, tmp_path / "LEADERBOARD.md", plots=tmp_path / "plots").read_text()
+    assert "| 1 | random |" in text and "| - | xgb-sa |" in text and "| 1 of 4 so far |" in text
+    assert "Agents without every run the suite asks of them (`-`) follow the ranked ones" in text
 
 
 def test_ray_dispatch_on_a_local_instance(suite_file, tmp_path, data_dir):

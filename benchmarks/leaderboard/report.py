@@ -173,7 +173,14 @@ def compute(results: str | Path) -> Leaderboard:
                 p_time = np.full(100, math.nan)
             cell.p_time_curves.append(p_time)
             cell.p_time.append(float(np.nanmean(p_time)) if np.isfinite(p_time).any() else math.nan)
-    return Leaderboard(header, cells, tasks, _rows(cells, tasks, not_applicable), not_applicable, na_runs)
+    lb = Leaderboard(header, cells, tasks, _rows(cells, tasks, not_applicable), not_applicable, na_runs)
+    # An agent without every run the suite asks of it comes after the ranked ones: its figures are over
+    # fewer tasks or seeds, and its place would move as its runs come in.
+    missing = missing_runs(lb)
+    for row in lb.rows:
+        row["missing"] = missing.get(row["agent"], 0)
+    lb.rows.sort(key=lambda r: bool(r["missing"]))  # stable: the order by P stays within each group
+    return lb
 
 
 def network_weights(tasks: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
@@ -362,14 +369,20 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
     ]
     ranking = [r["agent"] for r in lb.rows]
     sig = significance.compare_cells(lb.cells.values(), ranking)
+    ranked = sum(not r["missing"] for r in lb.rows)
     for i, r in enumerate(lb.rows, 1):
-        after = ranking[i] if i < len(ranking) else None
-        lines.append(f"| {i} | {r['agent']} | {fmt(r['p_trials'])} | [{fmt(r['p_lower'])}, {fmt(r['p_upper'])}] "
+        after = ranking[i] if i < ranked else None
+        so_far = f" of {r['runs'] + r['missing']} so far" if r["missing"] else ""
+        lines.append(f"| {i if i <= ranked else '-'} | {r['agent']} | {fmt(r['p_trials'])} "
+                     f"| [{fmt(r['p_lower'])}, {fmt(r['p_upper'])}] "
                      f"| {significance.next_cell(sig, r['agent'], after, 'trials')} | {fmt(r['p_time'])} "
                      f"| {significance.next_cell(sig, r['agent'], after, 'time')} "
                      f"| {fmt(r['p_run'])} | {fmt(r['vs_best'])} | {_vs_reference(r)} | "
                      f"{fmt(r['to95'], 0)} | {fmt(r['agent_secs'], 1)} | {fmt(r['measure_secs'], 0)} | "
-                     f"{r['runs']}{' (' + str(r['na_tasks']) + ' tasks n/a)' if r['na_tasks'] else ''} |")
+                     f"{r['runs']}{so_far}{' (' + str(r['na_tasks']) + ' tasks n/a)' if r['na_tasks'] else ''} |")
+    if ranked < len(lb.rows):
+        lines += ["", "Agents without every run the suite asks of them (`-`) follow the ranked ones, with figures over "
+                  "the runs they have so far; they are ranked once their runs are in."]
     suspect = {tid: td.reference_suspect for tid, td in lb.tasks.items() if td.reference_suspect}
     if suspect:
         lines += ["", "**vs PyTorch** leaves out the tasks whose recorded PyTorch reference the reference audit "
