@@ -101,7 +101,7 @@ def entry_rows(lb: Leaderboard) -> list[dict[str, Any]]:
     na_tasks: dict[str, set[str]] = defaultdict(set)
     for entry, tid in lb.not_applicable:
         na_tasks[entry].add(tid)
-    missing = missing_runs(lb)
+    missing = {r["agent"]: r["missing"] for r in lb.rows}  # set by compute()
     rows: list[dict[str, Any]] = []
     for entry, cells in by_entry.items():
         trials, secs = M.score_band(_per_seed(cells, "p_trials")), M.score_band(_per_seed(cells, "p_time"))

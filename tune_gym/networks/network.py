@@ -163,12 +163,16 @@ def _flatten(out: Any) -> list[Any]:
     return [out]
 
 
+#: A blocked convolution data layout, ``NCHW<n>c``.
+_BLOCKED = re.compile(r"NCHW([1-9][0-9]*)c")
+
+
 def channel_block(layout: str) -> int:
     """The channel block of a convolution data layout: 0 for ``NCHW``, ``n`` for ``NCHW<n>c``;
     :class:`TaskError` for any other."""
     if layout == "NCHW":
         return 0
-    found = re.fullmatch(r"NCHW([1-9][0-9]*)c", layout)
+    found = _BLOCKED.fullmatch(layout)
     if not found:
         raise TaskError(f"import_network: layout={layout!r}; accepted: NCHW, or NCHW<n>c with a channel block n "
                         "(e.g. NCHW16c)")
@@ -214,7 +218,7 @@ def _legalize_blocked_conv2d(bb: Any, call: Any) -> Any:
     from tvm import topi
 
     attrs = call.attrs
-    if not re.fullmatch(r"NCHW\d+c", str(attrs.data_layout)):
+    if not _BLOCKED.fullmatch(str(attrs.data_layout)):
         return call
     if int(attrs.groups) != 1:
         raise TaskError(f"import_network: a convolution with groups={int(attrs.groups)} has no blocked "
