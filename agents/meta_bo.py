@@ -23,6 +23,12 @@ evaluation one batched call); what this agent adds:
   every measurement so far (label = throughput / best so far, failures 0), starting from the
   meta-learned weights each time (:meth:`MetaTuneModel.fine_tune_embeddings`); the GCN stays
   as trained, so each config's graph embedding is computed once per run and cached.
+* **A model shared across a network's kernels** (``tune_network(..., shared_model=True)``):
+  each kernel's agent also fine-tunes on the rows the other kernels' agents measured (graph
+  embeddings of the same checkpoint, each kernel's throughput over its own best;
+  :class:`~agents.shared.SharedRows`), as MetaSchedule trains one cost model on all the tasks
+  of a network; a kernel's first plan then follows a model fine-tuned on its peers. The GP
+  stays per kernel.
 * **Small candidate pools.** A config's graph costs a walk of its lowered kernel (3-16 ms per
   new config on an idle core, :mod:`tune_gym.features.graph`; two to three times that while
   the 2-core machine also measures and trains), so the pool is much smaller than ``batch-bo``'s: 96 candidates (the 24
@@ -74,6 +80,7 @@ from agents.model_based import (
     PretrainedAgent,
 )
 from agents.pretrained import CHECKPOINT_DIR
+from agents.shared import SharedRows
 from tune_gym.options import Bool, Float, Int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -107,6 +114,9 @@ class MetaBOAgent(PretrainedAgent, BatchBOAgent):
     ``checkpoint="auto"``: :func:`pick_checkpoint`). Options: ``tune-gym agents meta-bo``."""
 
     needs_schedules = True
+    #: Rows shared with the agents of a network's other kernels (set by
+    #: :func:`agents.network.tune_network` with ``shared_model=True``; ``None``: this task's own).
+    shared_rows: SharedRows | None = None
 
     def __init__(self, checkpoint: Annotated[str, CHECKPOINT] = "auto",
                  fine_tune: Annotated[bool, Bool(help="fine-tune the model's regressor on the task's measurements "
@@ -170,12 +180,25 @@ class MetaBOAgent(PretrainedAgent, BatchBOAgent):
         Always True: without a GP (too little data) the plan follows the model alone.
         """
         if self.fine_tune and len(y) and y.max() > 0:
-            self.cost_model.fine_tune_embeddings(self.embed(configs), y / y.max(), self.fine_tune_steps,
-                                                 self.fine_tune_lr)
+            self._fine_tune(self.embed(configs), y / y.max())
         self._y_best = float(y.max()) if len(y) else 0.0
         if not (self._y_best > 0 and super().fit(configs, y)):
             self.model = None
         return True
+
+    def _fine_tune(self, h: np.ndarray, label: np.ndarray) -> None:
+        """Fine-tune the regressor on this task's rows and, when the network's kernels share a
+        model (:attr:`shared_rows`), on the rows the other kernels' agents published with the same
+        checkpoint; publish this task's rows first. With no rows at all, nothing changes."""
+        if self.shared_rows is not None:
+            key = str(self.checkpoint_path.resolve())
+            if len(label):
+                self.shared_rows.put(key, self.task.uri, h, label)
+            h_peer, y_peer = self.shared_rows.rows(key, exclude=self.task.uri)
+            if len(y_peer):
+                h, label = np.concatenate([h, h_peer]), np.concatenate([label, y_peer])
+        if len(label):
+            self.cost_model.fine_tune_embeddings(h, label, self.fine_tune_steps, self.fine_tune_lr)
 
     def score(self, configs: np.ndarray) -> np.ndarray:
         """Log expected improvement under the GP, or the model's prediction while there is no GP."""
@@ -187,6 +210,8 @@ class MetaBOAgent(PretrainedAgent, BatchBOAgent):
         """``batch-bo``'s q-batch search, or, without a GP, the pool's ``n`` best predictions."""
         if self.model is not None:
             return super().search(n)
+        if self.fine_tune and self.shared_rows is not None and self._y_best == 0:  # nothing of its own ran yet
+            self._fine_tune(np.zeros((0, self.cost_model.net.embed_dim), dtype=np.float32), np.zeros(0))
         with self._seeded():
             pool = self.candidates(self.predict)
         if not pool:

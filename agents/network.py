@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.base import EnvRunner, make_agent
+from agents.shared import SharedRows
 from tune_gym.networks.network import Network, NetworkTask
 
 __all__ = ["SCHEDULERS", "NetworkTuneResult", "TaskProgress", "tune_network"]
@@ -142,7 +143,7 @@ def tune_network(
     network: Network, agent: str = "xgb-sa", trials: int = 512, batch: int = 8, scheduler: str = "gradient",
     agent_options: dict[str, Any] | None = None, out_dir: str | Path | None = None, resume: bool = False,
     seed: int = 0, backend: str | Any = "live", backend_options: dict[str, Any] | None = None,
-    preset: str = "full", progress: bool = True,
+    preset: str = "full", progress: bool = True, shared_model: bool = False,
 ) -> NetworkTuneResult:
     """Tune the network's kernels with ``agent`` until ``trials`` unique trials are spent.
 
@@ -158,6 +159,9 @@ def tune_network(
         backend: a backend name (``live``, ``rpc``, ...) or instance, shared by every task.
         preset: the knob-space preset.
         progress: show a progress bar.
+        shared_model: the kernels' agents train their cost models on every kernel's
+            measurements, not only their own (:class:`agents.shared.SharedRows`; agents with a
+            ``shared_rows`` attribute: ``meta-bo``).
     """
     import gymnasium as gym
 
@@ -169,6 +173,10 @@ def tune_network(
         raise ValueError(f"trials ({trials}) and batch ({batch}) must be >= 1")
     if resume and out_dir is None:
         raise ValueError("resume=True needs out_dir (where the records are)")
+    if shared_model and not hasattr(make_agent(agent, **(agent_options or {})), "shared_rows"):
+        raise ValueError(f"shared_model=True: agent {agent!r} cannot train on other kernels' measurements "
+                         "(agents that can: meta-bo)")
+    pool = SharedRows() if shared_model else None
     records_dir = Path(out_dir) / "records" if out_dir is not None else None
     if records_dir is not None:
         records_dir.mkdir(parents=True, exist_ok=True)
@@ -184,7 +192,10 @@ def tune_network(
             env = gym.make("tune_gym/Tune-v0", task=nt.task, backend=shared, batch_size=batch, budget=trials,
                            preset=preset, log=log, resume=resume, reward_norm=1.0, observation="knobs",
                            disable_env_checker=True, max_episode_steps=-1)  # EnvRunner ends the run
-            runner = EnvRunner(make_agent(agent, **(agent_options or {})), env, seed=seed + i)
+            tuner = make_agent(agent, **(agent_options or {}))
+            if pool is not None:
+                tuner.shared_rows = pool  # type: ignore[attr-defined]  # checked above: it has one
+            runner = EnvRunner(tuner, env, seed=seed + i)
             runner.start()
             p = TaskProgress(nt, runner)
             if p.trials:

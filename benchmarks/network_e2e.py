@@ -11,7 +11,12 @@ for a quiet machine:
 * ``tune``: each agent tunes every kernel of the network (:func:`agents.network.tune_network`,
   gradient scheduler, batch 8, live backend) into ``OUT/NETWORK/AGENT/records``; a killed run
   started again resumes from its records (nothing measured twice) until the budget is spent.
-  Wall seconds of every invocation add up in ``OUT/NETWORK/AGENT/tuning.json``.
+  Wall seconds of every invocation add up in ``OUT/NETWORK/AGENT/tuning.json``. ``-o KEY=VALUE``
+  sets an agent option (runs under ``AGENT-KEYVALUE``), ``-b KEY=VALUE`` a live-backend option
+  (runs under ``AGENT-bKEYVALUE``; e.g. ``-b flush_cache=true -b number=1 -b min_repeat_ms=0
+  -b repeat=10`` times each config on ten cold-cache calls, as AutoTVM's x86 network recipe does).
+  ``--shared-model`` lets the kernels' agents learn from each other's measurements (runs under
+  ``AGENT-...-shared``).
 * ``metaschedule``: MetaSchedule's ``tune_relax`` at the same budget, 16 trials per task
   iteration (``--ms-trials-per-iter``; its default, 64, would spend 512 trials on the first 8
   kernels of its round-robin warm-up and leave the rest untuned), into
@@ -19,9 +24,13 @@ for a quiet machine:
   gzip-compressed (:func:`tune_gym.records.keep_best_records`). Not resumable inside a run: a
   finished run writes ``tuning.json`` and is not run again.
 * ``time``: compile each database (MetaSchedule's and every agent run's under ``OUT/NETWORK``),
-  check the outputs against PyTorch, and time every build end to end in separate processes
-  (:mod:`tune_gym.networks.timing`: median of 7 timings of >= 0.5 s) with the target's threads;
-  then ``OUT/NETWORK.json`` and ``.md``.
+  check the outputs against PyTorch, and time every build end to end, PyTorch eager and TVM's
+  default build included, in ``--rounds`` rounds that take the builds in turn
+  (:func:`tune_gym.networks.timing.time_rounds`: a fresh process per build and round, the median
+  of 3 timings of >= 0.5 s) with the target's threads. A build's latency is the median over
+  rounds; "vs PyTorch" and "vs tune_relax" are ratios taken round by round (median, lowest,
+  highest), so a drift of the host moves both sides of a ratio alike. Then ``OUT/NETWORK.json``
+  and ``.md``.
 
 Target: ``llvm&cores=1`` by default (one thread everywhere, PyTorch included), so a 2-core host
 keeps a core free. Weights and inputs are the model's seed-0 random ones. ``--weights packed``
@@ -36,11 +45,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 OUT = Path("benchmarks/results/networks")
+MS = "MetaSchedule tune_relax"
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -54,9 +65,11 @@ def _save(path: Path, doc: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def run_name(agent: str, options: list[str]) -> str:
-    """The folder of an agent's run: its id, then each ``KEY=VALUE`` option as ``-KEYVALUE``."""
-    return agent + "".join(f"-{o.replace('=', '')}" for o in options)
+def run_name(agent: str, options: Sequence[str], backend_options: Sequence[str] = ()) -> str:
+    """The folder of an agent's run: its id, then each agent ``KEY=VALUE`` option as
+    ``-KEYVALUE`` and each backend option as ``-bKEYVALUE``."""
+    return (agent + "".join(f"-{o.replace('=', '')}" for o in options)
+            + "".join(f"-b{o.replace('=', '')}" for o in backend_options))
 
 
 def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
@@ -64,7 +77,7 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
     from tune_gym.cli import parse_options
 
     for agent in args.agents:
-        run_dir = root / run_name(agent, args.option)
+        run_dir = root / (run_name(agent, args.option, args.backend_option) + ("-shared" if args.shared_model else ""))
         info = _load(run_dir / "tuning.json")
         if info.get("trials_done", 0) >= args.trials:
             print(f"{agent}: done ({info['trials_done']} trials, {info['seconds']:.0f} s)", flush=True)
@@ -73,9 +86,12 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
         t0 = time.perf_counter()
         result = tune_network(net, agent=agent, trials=args.trials, batch=args.batch, scheduler=args.scheduler,
                               agent_options=parse_options(args.option), out_dir=run_dir, resume=True, seed=args.seed,
-                              progress=not args.quiet)
+                              backend_options=parse_options(args.backend_option) or None, progress=not args.quiet,
+                              shared_model=args.shared_model)
         done = sum(p.trials for p in result.tasks)
-        info = {"agent": agent, "options": parse_options(args.option), "trials_done": done,
+        info = {"agent": agent, "options": parse_options(args.option),
+                "backend_options": parse_options(args.backend_option), "shared_model": args.shared_model,
+                "trials_done": done,
                 "seconds": info.get("seconds", 0.0) + time.perf_counter() - t0,
                 "scheduler": args.scheduler, "batch": args.batch, "estimated_ms": result.estimated_latency * 1e3,
                 "per_task_trials": {p.task.task.name: p.trials for p in result.tasks}}
@@ -105,41 +121,46 @@ def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
 def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     from tune_gym.host import host_fingerprint, host_id
-    from tune_gym.networks.timing import time_executable, time_torch
+    from tune_gym.networks.timing import paired_ratio, time_rounds
     from tune_gym.records import export_database, load_database, load_records
 
     threads = int(net.target.resolved().get("num-cores", 1))
     ref = net.torch_outputs()
-
-    def check(lib: Any) -> float:
-        return net.max_rel_error(lib, ref)
-
-    rows: dict[str, Any] = {}
-    print("timing PyTorch eager", flush=True)
-    rows["PyTorch eager"] = time_torch(args.network, threads, seed=args.seed).to_json()
-    print("timing TVM default build", flush=True)
-    default = net.default_build()
-    rows["TVM default build"] = {**time_executable(default, net.inputs, threads).to_json(),
-                                 "max_rel_error": check(default)}
-    builds = []
+    print("building TVM's default build", flush=True)
+    executables: dict[str, Any] = {"PyTorch eager": None, "TVM default build": net.default_build()}
+    extra: dict[str, dict[str, Any]] = {"TVM default build": {}}
     ms_info = _load(root / "metaschedule" / "tuning.json")
+    databases = []
     if ms_info:
-        builds.append(("MetaSchedule tune_relax", load_database(root / "metaschedule"), ms_info))
+        databases.append((MS, load_database(root / "metaschedule"), ms_info))
     for run in sorted(p for p in root.iterdir() if (p / "records").is_dir() and (p / "tuning.json").exists()):
         info = _load(run / "tuning.json")  # every agent run of this network, whatever --agents says
         records = [r for path in sorted((run / "records").glob("*.jsonl")) for r in load_records(path)]
-        label = f"tune_gym {info['agent']}" + "".join(f" -o {k}={v}" for k, v in info.get("options", {}).items())
-        builds.append((label, load_database(export_database(records, run / "database")), info))
-    for name, db, info in builds:
-        print(f"timing {name}", flush=True)
-        lib = net.compile(db)
-        rows[name] = {**time_executable(lib, net.inputs, threads).to_json(), "max_rel_error": check(lib),
-                      "tuning_s": info["seconds"], "trials": info["trials_done"],
-                      "kernels_tuned": len(net.applied(db))}
+        label = (f"tune_gym {info['agent']}" + "".join(f" -o {k}={v}" for k, v in info.get("options", {}).items())
+                 + "".join(f" -b {k}={v}" for k, v in info.get("backend_options", {}).items())
+                 + (" --shared-model" if info.get("shared_model") else ""))
+        databases.append((label, load_database(export_database(records, run / "database")), info))
+    for name, db, info in databases:
+        print(f"building {name}", flush=True)
+        executables[name] = net.compile(db)
+        extra[name] = {"tuning_s": info["seconds"], "trials": info["trials_done"],
+                       "kernels_tuned": len(net.applied(db))}
+    for name, lib in executables.items():
+        if lib is not None:
+            extra[name]["max_rel_error"] = net.max_rel_error(lib, ref)
+    print(f"timing {len(executables)} builds in {args.rounds} rounds", flush=True)
+    latency = time_rounds(executables, net.inputs, threads, rounds=args.rounds, repeats=args.repeats,
+                          torch_model=args.network, seed=args.seed)
+    rows: dict[str, Any] = {}
+    for name, lat in latency.items():
+        rows[name] = {**lat.to_json(), **extra.get(name, {}),
+                      "x_torch": list(paired_ratio(lat, latency["PyTorch eager"]))}
+        if MS in latency:
+            rows[name]["x_tune_relax"] = list(paired_ratio(lat, latency[MS]))
     doc = {"network": net.name, "target": str(net.target), "budget": args.trials, "batch": args.batch,
            "kernels": len(net.tasks), "tunable": sum(t.tunable for t in net.tasks), "host": host_id(),
            "host_fingerprint": host_fingerprint(), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-           "rows": rows}
+           "rounds": args.rounds, "rows": rows}
     _save(args.out / f"{net.name}.json", doc)
     (args.out / f"{net.name}.md").write_text(markdown(doc))
     print(markdown(doc))
@@ -148,22 +169,32 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def markdown(doc: dict[str, Any]) -> str:
     fp = doc["host_fingerprint"]
-    torch_ms = doc["rows"]["PyTorch eager"]["median"] * 1e3
+    rows = doc["rows"]
+    ratios = "x_torch" in rows["PyTorch eager"]  # files written before the interleaved timing have none
+
+    def band(r: list[float] | None) -> str:
+        return "-" if r is None else f"{r[0]:.2f}x [{r[1]:.2f}, {r[2]:.2f}]"
+
+    timing = (f"Latency: the median of {doc['rounds']} rounds, every build timed once per round in turn (a fresh "
+              "process each, median of 3 timings of >= 0.5 s); ratios are taken round by round: their median "
+              "[lowest, highest]." if ratios else "Latency: median of 7 timings in a separate process.")
     lines = [
         f"**{doc['network']}**, batch 1, target `{doc['target']}`, host `{doc['host']}` ({fp.get('cpu')}, "
         f"{fp.get('llvm_cpu')}), {doc['date']}. {doc['kernels']} kernels ({doc['tunable']} tunable); budget "
-        f"{doc['budget']} trials over the network, batch {doc['batch']}. Latency: median of 7 timings in a separate "
-        "process.", "",
-        "| build | latency ms | vs PyTorch | tuning s | trials | kernels tuned | max rel. error |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"{doc['budget']} trials over the network, batch {doc['batch']}. {timing}", "",
+        "| build | latency ms | vs PyTorch | vs tune_relax | tuning s | trials | kernels tuned | max rel. error |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, row in doc["rows"].items():
+    torch_ms = rows["PyTorch eager"]["median"] * 1e3
+    for name, row in rows.items():
         ms = row["median"] * 1e3
+        vs_torch = band(row["x_torch"]) if ratios else f"{torch_ms / ms:.2f}x"
         tuning = f"{row['tuning_s']:.0f}" if "tuning_s" in row else "-"
         trials = str(row.get("trials", "-"))
         tuned = str(row.get("kernels_tuned", "-"))
         err = f"{row['max_rel_error']:.1e}" if "max_rel_error" in row else "-"
-        lines.append(f"| {name} | {ms:.2f} | {torch_ms / ms:.2f}x | {tuning} | {trials} | {tuned} | {err} |")
+        lines.append(f"| {name} | {ms:.2f} | {vs_torch} | {band(row.get('x_tune_relax'))} | {tuning} | {trials} | "
+                     f"{tuned} | {err} |")
     return "\n".join(lines) + "\n"
 
 
@@ -174,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agents", nargs="+", default=["xgb-sa", "random"])
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="an option of every agent (e.g. -o plan_size=16); runs go to AGENT-KEYVALUE")
+    p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the live backend that tunes (a LiveConfig field, e.g. -b flush_cache=true); "
+                        "runs go to AGENT-bKEYVALUE")
+    p.add_argument("--shared-model", action="store_true",
+                   help="the kernels' agents train on every kernel's measurements (tune_network(shared_model=True); "
+                        "meta-bo); runs go to AGENT-...-shared")
     p.add_argument("--trials", type=int, default=512)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--scheduler", default="gradient")
@@ -186,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layout", default="NCHW",
                    help="convolutions' data layout: NCHW, or NCHW<n>c blocked by n channels (results under "
                         "NETWORK-nchw<n>c; tune_relax tunes the same converted network)")
+    p.add_argument("--rounds", type=int, default=6,
+                   help="timing rounds: every build once per round, in turn, so host drift moves all alike")
+    p.add_argument("--repeats", type=int, default=3, help="timings of >= 0.5 s per build and round (their median)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--part", choices=["tune", "metaschedule", "time", "all"], default="all")
     p.add_argument("--out", type=Path, default=OUT)

@@ -279,6 +279,62 @@ def test_meta_bo_runs_on_replay_with_a_model_guided_first_plan(resnet_checkpoint
     assert np.min(planned) >= np.median(pool)
 
 
+def test_meta_bo_learns_from_the_rows_its_peers_share(resnet_checkpoint, train_seed):
+    """tune_network(shared_model=True)'s mechanism: one agent publishes its rows, a peer on
+    another task of the op fine-tunes on them before its first plan, deterministically."""
+    from replay_runs import replay_env
+
+    from agents.base import run
+    from agents.shared import SharedRows
+
+    options = {"checkpoint": str(resnet_checkpoint), "plan_size": 8, "pool_size": 32, "sa_points": 8,
+               "sa_steps": 4, "shortlist": 16, "mc_samples": 32}
+    pool = SharedRows()
+    first = make_agent("meta-bo", **options)
+    first.shared_rows = pool
+    env = replay_env("resnet18:7", 16)
+    run(first, env, seed=train_seed)
+    env.close()
+    key = str(resnet_checkpoint.resolve())
+    assert pool.tasks(key) == [Task.parse("resnet18:7").uri]
+    x, y = pool.rows(key, exclude="op://another")
+    # the rows of its last fit, before its second plan of 8; each over the task's best
+    assert len(x) == len(y) == 8 and y.max() == 1.0 and y.min() >= 0
+
+    space = KnobSpace.for_task(Task.parse("resnet18:8"), "compact")
+    probe = np.asarray(space.sample_unique(np.random.default_rng(train_seed), 32))
+    plans, predictions = [], []
+    for shared in (pool, pool, None):
+        peer = make_agent("meta-bo", **options)
+        peer.shared_rows = shared
+        peer.reset(space, space.task, seed=train_seed)
+        plans.append(peer.propose(8))
+        predictions.append(peer.predict(probe))
+    assert plans[0] == plans[1] and np.array_equal(predictions[0], predictions[1])  # same rows, same seed
+    assert not np.allclose(predictions[0], predictions[2])  # the peer's rows moved the model
+    assert pool.tasks(key) == [Task.parse("resnet18:7").uri]  # nothing of its own measured, nothing published
+
+
+def test_shared_rows_checks_what_it_is_given():
+    from agents.shared import SharedRows
+
+    pool = SharedRows()
+    assert pool.rows("k", exclude="a")[0].shape == (0, 0)
+    pool.put("k", "a", np.ones((2, 3)), np.array([1.0, 0.5]))
+    pool.put("k", "b", np.zeros((1, 3)), np.array([1.0]))
+    pool.put("other", "c", np.zeros((4, 5)), np.ones(4))
+    x, y = pool.rows("k", exclude="a")
+    assert x.shape == (1, 3) and y.tolist() == [1.0]
+    pool.put("k", "a", np.ones((3, 3)), np.array([1.0, 0.5, 0.0]))  # a task's rows are replaced, not added
+    assert pool.rows("k", exclude="b")[0].shape == (3, 3) and pool.tasks("k") == ["a", "b"]
+    with pytest.raises(ValueError, match="n x d"):
+        pool.put("k", "a", np.ones(3), np.ones(3))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        pool.put("k", "a", np.ones((1, 3)), np.array([2.0]))
+    with pytest.raises(ValueError, match="4 input columns"):
+        pool.put("k", "d", np.ones((1, 4)), np.array([1.0]))
+
+
 def test_meta_bo_bad_options_and_checkpoint_choice(tmp_path, data):
     with pytest.raises(ValueError, match="fine_tune must be True or False"):
         make_agent("meta-bo", fine_tune="regressor")

@@ -159,6 +159,28 @@ def test_tune_tiny_network_resume_compile_and_check(tiny, tmp_path):
     assert summary[0]["task"].startswith("tir://")
 
 
+def test_time_rounds_takes_builds_in_turn_and_pairs_ratios_by_round(tiny):
+    from tune_gym.networks.timing import Latency, paired_ratio, time_rounds
+
+    build = tiny.default_build()
+    lat = time_rounds({"PyTorch eager": None, "a": build, "b": build}, tiny.inputs, threads=1, rounds=2, repeats=1,
+                      min_seconds=0.01, torch_model="tiny")
+    assert list(lat) == ["PyTorch eager", "a", "b"]
+    for name, x in lat.items():
+        assert len(x.samples) == 2 and all(v > 0 for v in x.samples)  # one value per round
+        assert x.median == float(np.median(x.samples))
+        assert ("torch" in x.method) == (name == "PyTorch eager") and "2 rounds" in x.method
+    med, lo, hi = paired_ratio(lat["a"], lat["b"])
+    ratios = [b / a for a, b in zip(lat["a"].samples, lat["b"].samples)]
+    assert (lo, hi) == (min(ratios), max(ratios)) and lo <= med <= hi
+    with pytest.raises(ValueError, match="same rounds"):
+        paired_ratio(lat["a"], Latency(1.0, (1.0,), "one round"))
+    with pytest.raises(ValueError, match="rounds"):
+        time_rounds({"a": build}, tiny.inputs, threads=1, rounds=0)
+    with pytest.raises(ValueError, match="'PyTorch eager' is None"):
+        time_rounds({"PyTorch eager": None}, tiny.inputs, threads=1)  # no torch_model to time
+
+
 def test_tune_network_rejects_bad_arguments(tiny):
     from agents.network import tune_network
 
@@ -166,6 +188,8 @@ def test_tune_network_rejects_bad_arguments(tiny):
         tune_network(tiny, scheduler="fifo")
     with pytest.raises(ValueError, match="resume=True needs out_dir"):
         tune_network(tiny, resume=True)
+    with pytest.raises(ValueError, match="agent 'random' cannot train on other kernels' measurements"):
+        tune_network(tiny, agent="random", shared_model=True)
 
 
 @pytest.mark.slow

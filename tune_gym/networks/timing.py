@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Latency", "metaschedule_tune", "time_executable", "time_torch"]
+__all__ = ["Latency", "metaschedule_tune", "paired_ratio", "time_executable", "time_rounds", "time_torch"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,68 @@ def time_torch(model: str, threads: int, seed: int = 0, repeats: int = 7, min_se
     method = (f"torch {importlib.metadata.version('torch')} eager, {threads} thread(s), separate process, median of "
               f"{repeats} timings of >= {min_seconds} s after warm-up")
     return Latency(statistics.median(samples), tuple(samples), method)
+
+
+def time_rounds(builds: dict[str, Any], inputs: tuple[np.ndarray, ...], threads: int, rounds: int = 6,
+                repeats: int = 3, min_seconds: float = 0.5, torch_model: str | None = None, seed: int = 0,
+                timeout: float = 1200.0) -> dict[str, Latency]:
+    """Latencies of several builds timed in turn, so that a slow drift of the host (another
+    tenant of a virtual machine, a frequency change) moves them all alike.
+
+    Each of ``rounds`` rounds times every build once, in the order given: a fresh process runs
+    ``repeats`` timings of >= ``min_seconds`` s after warm-up, and the round's value is their
+    median. A build's :class:`Latency` is the median over rounds, its ``samples`` the rounds'
+    values in order, so that ratios between two builds can be taken round by round
+    (:func:`paired_ratio`).
+
+    Args:
+        builds: name -> built Relax executable; the name ``"PyTorch eager"`` with
+            ``torch_model`` set times that model of :mod:`tune_gym.networks.models` instead.
+        inputs: the executables' inputs.
+        threads: CPU threads of every build (``TVM_NUM_THREADS``, ``torch.set_num_threads``).
+        torch_model, seed: the PyTorch model and the seed of its weights and inputs.
+    """
+    import importlib.metadata
+
+    if rounds < 1 or repeats < 1:
+        raise ValueError(f"time_rounds: rounds ({rounds}) and repeats ({repeats}) must be >= 1")
+    per_round: dict[str, list[float]] = {name: [] for name in builds}
+    with tempfile.TemporaryDirectory(prefix="tune_gym_net_") as tmp:
+        data = Path(tmp) / "inputs.npz"
+        np.savez(data, *inputs)
+        commands: dict[str, list[str]] = {}
+        for i, (name, executable) in enumerate(builds.items()):
+            if name == "PyTorch eager" and torch_model is not None:
+                commands[name] = [sys.executable, "-m", __name__, "torch", torch_model, "--seed", str(seed)]
+                continue
+            if executable is None:
+                raise ValueError(f"time_rounds: build {name!r} is None (only 'PyTorch eager' with torch_model "
+                                 "may be)")
+            lib = Path(tmp) / f"net{i}.so"
+            executable.export_library(str(lib))
+            commands[name] = [sys.executable, "-m", __name__, "vm", str(lib), str(data)]
+        for _ in range(rounds):
+            for name, cmd in commands.items():
+                samples = _run([*cmd, "--threads", str(threads), "--repeats", str(repeats), "--min-seconds",
+                                str(min_seconds)], threads, timeout)
+                per_round[name].append(statistics.median(samples))
+    how = (f"{threads} thread(s), {rounds} rounds, every build once per round in turn; a round: a fresh process, "
+           f"the median of {repeats} timings of >= {min_seconds} s after warm-up; the median of the rounds")
+    out = {}
+    for name, values in per_round.items():
+        engine = (f"torch {importlib.metadata.version('torch')} eager" if commands[name][3] == "torch"
+                  else "TVM relax VM")
+        out[name] = Latency(statistics.median(values), tuple(values), f"{engine}, {how}")
+    return out
+
+
+def paired_ratio(a: Latency, b: Latency) -> tuple[float, float, float]:
+    """How many times faster ``a`` ran than ``b``, round by round (``b / a`` per round of
+    :func:`time_rounds`): ``(median, lowest, highest)``."""
+    if len(a.samples) != len(b.samples) or not a.samples:
+        raise ValueError("paired_ratio: the latencies must come from the same rounds")
+    ratios = [y / x for x, y in zip(a.samples, b.samples)]
+    return statistics.median(ratios), min(ratios), max(ratios)
 
 
 def metaschedule_tune(network: Any, trials: int, work_dir: str | Path, seed: int = 0,
