@@ -29,8 +29,12 @@ for a quiet machine:
   (:func:`tune_gym.networks.timing.time_rounds`: a fresh process per build and round, the median
   of 3 timings of >= 0.5 s) with the target's threads. A build's latency is the median over
   rounds; "vs PyTorch" and "vs tune_relax" are ratios taken round by round (median, lowest,
-  highest), so a drift of the host moves both sides of a ratio alike. Then ``OUT/NETWORK.json``
-  and ``.md``.
+  highest), so a drift of the host moves both sides of a ratio alike. "estimate ms" is what the
+  tuner measured: the weighted sum of each kernel's best time when it was tuned. Each tuned
+  build is also profiled inside the network (seconds per pass in each kernel,
+  :func:`tune_gym.networks.timing.profile_executable`; ``in_network_s`` in the JSON), so a
+  kernel that runs slower in the network than when it was tuned shows. Then
+  ``OUT/NETWORK.json`` and ``.md``.
 
 Target: ``llvm&cores=1`` by default (one thread everywhere, PyTorch included), so a 2-core host
 keeps a core free. Weights and inputs are the model's seed-0 random ones. ``--weights packed``
@@ -121,7 +125,7 @@ def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
 def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     from tune_gym.host import host_fingerprint, host_id
-    from tune_gym.networks.timing import paired_ratio, time_rounds
+    from tune_gym.networks.timing import paired_ratio, profile_executable, time_rounds
     from tune_gym.records import export_database, load_database, load_records
 
     threads = int(net.target.resolved().get("num-cores", 1))
@@ -145,12 +149,18 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         executables[name] = net.compile(db)
         extra[name] = {"tuning_s": info["seconds"], "trials": info["trials_done"],
                        "kernels_tuned": len(net.applied(db))}
+        if "estimated_ms" in info:
+            extra[name]["estimated_ms"] = info["estimated_ms"]
     for name, lib in executables.items():
         if lib is not None:
             extra[name]["max_rel_error"] = net.max_rel_error(lib, ref)
     print(f"timing {len(executables)} builds in {args.rounds} rounds", flush=True)
     latency = time_rounds(executables, net.inputs, threads, rounds=args.rounds, repeats=args.repeats,
                           torch_model=args.network, seed=args.seed)
+    for name, lib in executables.items():
+        if lib is not None and name != "TVM default build":  # the untuned build takes seconds a pass
+            print(f"profiling {name}", flush=True)
+            extra[name]["in_network_s"] = profile_executable(lib, net.inputs, threads)
     rows: dict[str, Any] = {}
     for name, lat in latency.items():
         rows[name] = {**lat.to_json(), **extra.get(name, {}),
@@ -182,8 +192,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"**{doc['network']}**, batch 1, target `{doc['target']}`, host `{doc['host']}` ({fp.get('cpu')}, "
         f"{fp.get('llvm_cpu')}), {doc['date']}. {doc['kernels']} kernels ({doc['tunable']} tunable); budget "
         f"{doc['budget']} trials over the network, batch {doc['batch']}. {timing}", "",
-        "| build | latency ms | vs PyTorch | vs tune_relax | tuning s | trials | kernels tuned | max rel. error |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| build | latency ms | vs PyTorch | vs tune_relax | estimate ms | tuning s | trials | kernels tuned | "
+        "max rel. error |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     torch_ms = rows["PyTorch eager"]["median"] * 1e3
     for name, row in rows.items():
@@ -193,8 +204,9 @@ def markdown(doc: dict[str, Any]) -> str:
         trials = str(row.get("trials", "-"))
         tuned = str(row.get("kernels_tuned", "-"))
         err = f"{row['max_rel_error']:.1e}" if "max_rel_error" in row else "-"
-        lines.append(f"| {name} | {ms:.2f} | {vs_torch} | {band(row.get('x_tune_relax'))} | {tuning} | {trials} | "
-                     f"{tuned} | {err} |")
+        estimate = f"{row['estimated_ms']:.2f}" if "estimated_ms" in row else "-"
+        lines.append(f"| {name} | {ms:.2f} | {vs_torch} | {band(row.get('x_tune_relax'))} | {estimate} | {tuning} | "
+                     f"{trials} | {tuned} | {err} |")
     return "\n".join(lines) + "\n"
 
 

@@ -181,6 +181,17 @@ def test_time_rounds_takes_builds_in_turn_and_pairs_ratios_by_round(tiny):
         time_rounds({"PyTorch eager": None}, tiny.inputs, threads=1)  # no torch_model to time
 
 
+def test_profile_times_each_kernel_inside_the_network(tiny):
+    from tune_gym.networks.timing import profile_executable
+
+    seconds = profile_executable(tiny.default_build(), tiny.inputs, threads=1, calls=3)
+    kernels = {t.task.name for t in tiny.tasks if t.tunable}  # the reshape runs as the VM's builtin
+    assert kernels <= set(seconds)  # every kernel of the network ran, under its own name
+    assert all(v > 0 for v in seconds.values()) and list(seconds.values()) == sorted(seconds.values(), reverse=True)
+    with pytest.raises(ValueError, match="calls must be >= 1"):
+        profile_executable(tiny.default_build(), tiny.inputs, threads=1, calls=0)
+
+
 def test_tune_network_rejects_bad_arguments(tiny):
     from agents.network import tune_network
 

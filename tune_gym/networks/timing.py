@@ -9,6 +9,7 @@ machine while timing; leave a core free.
 
     python -m tune_gym.networks.timing vm LIB.so INPUTS.npz --threads 1
     python -m tune_gym.networks.timing torch resnet18 --seed 0 --threads 1
+    python -m tune_gym.networks.timing profile LIB.so INPUTS.npz   # seconds per kernel, in the network
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Latency", "metaschedule_tune", "paired_ratio", "time_executable", "time_rounds", "time_torch"]
+__all__ = ["Latency", "metaschedule_tune", "paired_ratio", "profile_executable", "time_executable", "time_rounds",
+           "time_torch"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,28 @@ def time_rounds(builds: dict[str, Any], inputs: tuple[np.ndarray, ...], threads:
     return out
 
 
+def profile_executable(executable: Any, inputs: tuple[np.ndarray, ...], threads: int, calls: int = 30,
+                       timeout: float = 1200.0) -> dict[str, float]:
+    """Seconds per forward pass spent in each function the Relax VM calls (kernels by name, and
+    the VM's builtins such as ``vm.builtin.alloc_tensor``), measured inside the network: a fresh
+    process, 20 warm-up passes, then ``calls`` passes with a timer around every call the VM
+    makes (``VirtualMachine.set_instrument``; TVM 0.27's Relax VM has no ``profile`` method).
+    A kernel called twice per pass (weight 2) counts both calls. The timer adds about a
+    microsecond per call, so only kernels of tens of microseconds or more read true."""
+    if calls < 1:
+        raise ValueError(f"profile_executable: calls must be >= 1, got {calls}")
+    with tempfile.TemporaryDirectory(prefix="tune_gym_net_") as tmp:
+        lib, data = Path(tmp) / "net.so", Path(tmp) / "inputs.npz"
+        executable.export_library(str(lib))
+        np.savez(data, *inputs)
+        env = {**os.environ, "TVM_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+        proc = subprocess.run([sys.executable, "-m", __name__, "profile", str(lib), str(data), "--calls", str(calls)],
+                              capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"profiling process failed:\n{proc.stderr.strip()[-2000:]}")
+    return {str(k): float(v) for k, v in json.loads(proc.stdout.strip().splitlines()[-1])["seconds"].items()}
+
+
 def paired_ratio(a: Latency, b: Latency) -> tuple[float, float, float]:
     """How many times faster ``a`` ran than ``b``, round by round (``b / a`` per round of
     :func:`time_rounds`): ``(median, lowest, highest)``."""
@@ -187,6 +211,33 @@ def _time_vm(lib_path: str, data_path: str, repeats: int, min_seconds: float) ->
     return _loop(lambda: vm["main"](*args), repeats, min_seconds)
 
 
+def _profile_vm(lib_path: str, data_path: str, calls: int) -> dict[str, float]:
+    import tvm
+    from tvm import relax
+
+    dev = tvm.cpu(0)
+    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), dev)
+    with np.load(data_path) as data:
+        args = [tvm.runtime.tensor(data[f"arr_{i}"], dev) for i in range(len(data.files))]
+    spent: dict[str, float] = {}
+    state = {"on": False, "t0": 0.0}
+
+    def instrument(func: Any, name: Any, before: bool, ret: Any, *call_args: Any) -> int:
+        if before:
+            state["t0"] = time.perf_counter()
+        elif state["on"]:
+            spent[str(name)] = spent.get(str(name), 0.0) + time.perf_counter() - state["t0"]
+        return 0  # go on as usual
+
+    vm.set_instrument(instrument)
+    for _ in range(20):
+        vm["main"](*args)
+    state["on"] = True
+    for _ in range(calls):
+        vm["main"](*args)
+    return {name: total / calls for name, total in sorted(spent.items(), key=lambda kv: -kv[1])}
+
+
 def _time_torch(model: str, seed: int, threads: int, repeats: int, min_seconds: float) -> list[float]:
     import torch
 
@@ -208,11 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     tr = sub.add_parser("torch")
     tr.add_argument("model")
     tr.add_argument("--seed", type=int, default=0)
+    pr = sub.add_parser("profile")
+    pr.add_argument("lib")
+    pr.add_argument("inputs")
+    pr.add_argument("--calls", type=int, default=30)
     for s in (vm, tr):
         s.add_argument("--threads", type=int, required=True)
         s.add_argument("--repeats", type=int, default=7)
         s.add_argument("--min-seconds", type=float, default=0.5)
     args = p.parse_args(argv)
+    if args.what == "profile":
+        print(json.dumps({"seconds": _profile_vm(args.lib, args.inputs, args.calls)}))
+        return 0
     if args.what == "vm":
         samples = _time_vm(args.lib, args.inputs, args.repeats, args.min_seconds)
     else:
