@@ -170,7 +170,7 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     doc = {"network": net.name, "target": str(net.target), "budget": args.trials, "batch": args.batch,
            "kernels": len(net.tasks), "tunable": sum(t.tunable for t in net.tasks), "host": host_id(),
            "host_fingerprint": host_fingerprint(), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-           "rounds": args.rounds, "rows": rows}
+           "rounds": args.rounds, "repeats": args.repeats, "rows": rows}
     _save(args.out / f"{net.name}.json", doc)
     (args.out / f"{net.name}.md").write_text(markdown(doc))
     print(markdown(doc))
@@ -186,8 +186,9 @@ def markdown(doc: dict[str, Any]) -> str:
         return "-" if r is None else f"{r[0]:.2f}x [{r[1]:.2f}, {r[2]:.2f}]"
 
     timing = (f"Latency: the median of {doc['rounds']} rounds, every build timed once per round in turn (a fresh "
-              "process each, median of 3 timings of >= 0.5 s); ratios are taken round by round: their median "
-              "[lowest, highest]." if ratios else "Latency: median of 7 timings in a separate process.")
+              f"process each, median of {doc.get('repeats', 3)} timings of >= 0.5 s); ratios are taken round by "
+              "round: their median [lowest, highest]." if ratios else "Latency: median of 7 timings in a separate "
+              "process.")
     lines = [
         f"**{doc['network']}**, batch 1, target `{doc['target']}`, host `{doc['host']}` ({fp.get('cpu')}, "
         f"{fp.get('llvm_cpu')}), {doc['date']}. {doc['kernels']} kernels ({doc['tunable']} tunable); budget "
