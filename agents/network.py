@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.base import EnvRunner, make_agent
+from agents.base import EnvRunner, agent_class, make_agent
 from agents.shared import SharedRows
 from tune_gym.networks.network import Network, NetworkTask
 
@@ -173,7 +173,7 @@ def tune_network(
         raise ValueError(f"trials ({trials}) and batch ({batch}) must be >= 1")
     if resume and out_dir is None:
         raise ValueError("resume=True needs out_dir (where the records are)")
-    if shared_model and not hasattr(make_agent(agent, **(agent_options or {})), "shared_rows"):
+    if shared_model and not hasattr(agent_class(agent), "shared_rows"):
         raise ValueError(f"shared_model=True: agent {agent!r} cannot train on other kernels' measurements "
                          "(agents that can: meta-bo)")
     pool = SharedRows() if shared_model else None

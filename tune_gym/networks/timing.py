@@ -44,12 +44,18 @@ class Latency:
         return {"median": self.median, "samples": list(self.samples), "method": self.method}
 
 
-def _run(cmd: list[str], threads: int, timeout: float) -> list[float]:
+def _child(cmd: list[str], threads: int, timeout: float) -> dict[str, Any]:
+    """Run ``cmd`` (this module's ``main`` in a fresh process) on ``threads`` threads; the JSON of
+    its last output line."""
     env = {**os.environ, "TVM_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"timing process failed ({' '.join(cmd[2:4])}):\n{proc.stderr.strip()[-2000:]}")
-    return [float(x) for x in json.loads(proc.stdout.strip().splitlines()[-1])["samples"]]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _run(cmd: list[str], threads: int, timeout: float) -> list[float]:
+    return [float(x) for x in _child(cmd, threads, timeout)["samples"]]
 
 
 def time_executable(executable: Any, inputs: tuple[np.ndarray, ...], threads: int, repeats: int = 7,
@@ -145,12 +151,9 @@ def profile_executable(executable: Any, inputs: tuple[np.ndarray, ...], threads:
         lib, data = Path(tmp) / "net.so", Path(tmp) / "inputs.npz"
         executable.export_library(str(lib))
         np.savez(data, *inputs)
-        env = {**os.environ, "TVM_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
-        proc = subprocess.run([sys.executable, "-m", __name__, "profile", str(lib), str(data), "--calls", str(calls)],
-                              capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"profiling process failed:\n{proc.stderr.strip()[-2000:]}")
-    return {str(k): float(v) for k, v in json.loads(proc.stdout.strip().splitlines()[-1])["seconds"].items()}
+        seconds = _child([sys.executable, "-m", __name__, "profile", str(lib), str(data), "--calls", str(calls)],
+                         threads, timeout)["seconds"]
+    return {str(k): float(v) for k, v in seconds.items()}
 
 
 def paired_ratio(a: Latency, b: Latency) -> tuple[float, float, float]:
@@ -200,7 +203,8 @@ def _loop(call: Any, repeats: int, min_seconds: float) -> list[float]:
     return samples
 
 
-def _time_vm(lib_path: str, data_path: str, repeats: int, min_seconds: float) -> list[float]:
+def _load_vm(lib_path: str, data_path: str) -> tuple[Any, list[Any]]:
+    """A Relax VM of the exported library on the CPU, and its inputs from ``data_path``."""
     import tvm
     from tvm import relax
 
@@ -208,17 +212,16 @@ def _time_vm(lib_path: str, data_path: str, repeats: int, min_seconds: float) ->
     vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), dev)
     with np.load(data_path) as data:
         args = [tvm.runtime.tensor(data[f"arr_{i}"], dev) for i in range(len(data.files))]
+    return vm, args
+
+
+def _time_vm(lib_path: str, data_path: str, repeats: int, min_seconds: float) -> list[float]:
+    vm, args = _load_vm(lib_path, data_path)
     return _loop(lambda: vm["main"](*args), repeats, min_seconds)
 
 
 def _profile_vm(lib_path: str, data_path: str, calls: int) -> dict[str, float]:
-    import tvm
-    from tvm import relax
-
-    dev = tvm.cpu(0)
-    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), dev)
-    with np.load(data_path) as data:
-        args = [tvm.runtime.tensor(data[f"arr_{i}"], dev) for i in range(len(data.files))]
+    vm, args = _load_vm(lib_path, data_path)
     spent: dict[str, float] = {}
     state = {"on": False, "t0": 0.0}
 
