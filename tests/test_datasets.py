@@ -341,3 +341,15 @@ def test_collect_never_mixes_thread_counts_in_one_dataset(tmp_path, records):
                 backend=CountingBackend(records), progress=False)
         collect(task, "compact", tmp_path / "old.parquet", [Plan("random", 6, seed=1)],
                 backend=ThreadedBackend(records, 2), progress=False)
+
+
+def test_committed_inventory_is_up_to_date():
+    """benchmarks/datasets/README.md is what `tune-gym datasets --markdown` writes for the committed
+    datasets: a dataset added without regenerating it would be missing from the inventory."""
+    from tune_gym.cli import inventory_markdown
+    from tune_gym.datasets.catalog import repo_datasets
+
+    readme = repo_datasets() / "README.md"
+    expected = inventory_markdown(catalog([repo_datasets()]))
+    assert readme.read_text().rstrip("\n") == expected.rstrip("\n"), (
+        "benchmarks/datasets/README.md is stale: `tune-gym datasets --markdown > benchmarks/datasets/README.md`")
