@@ -44,8 +44,11 @@ docs-browser:
 	@chromium --version
 
 # Exhaustive datasets of the `medium` spaces: conv2d, dense, batch_matmul and depthwise conv2d on
-# this CPU, 63,312 configs in all, 7-9.4 hours (0.4-0.54 s per config; docs/datasets.md).
-# Resumable: run it again after a kill. No progress bar, so it can run in the background:
+# this CPU, 63,312 configs in all, about 15 hours on a 2-core host (docs/datasets.md): 0.36-0.56 s
+# per config, but 1.8 s on bert_base:4's batch_matmul (its explicitly unrolled variants take up to
+# 8 s to build), about 8 of those hours. Resumable on the same host: run it again after a kill
+# (another host refuses the journal: a dataset never mixes hosts). No progress bar, so it can run
+# in the background:
 #   nohup make collect-medium > collect-medium.log 2>&1 &
 MEDIUM_TASKS := resnet18:6 resnet18:8 resnet18:10 bert_base:0 bert_base:4 mobilenet_v2:12 mobilenet_v2:17
 

@@ -323,6 +323,26 @@ class ThreadedBackend(CountingBackend):
                 for r in super().measure(task, space, configs)]
 
 
+def test_collect_never_resumes_another_hosts_measurements(tmp_path, records):
+    import dataclasses
+
+    from tune_gym.datasets.collect import journal_path
+    from tune_gym.records import RecordWriter
+
+    task = Task.from_uri(DENSE)
+    out = tmp_path / "dense.parquet"
+    elsewhere = [dataclasses.replace(r, host="0123456789ab") for r in records if r.task == DENSE][:5]
+    with RecordWriter(journal_path(out)) as writer:  # a killed collection's journal, from another host
+        writer.append(elsewhere)
+    backend = CountingBackend(records)
+    with pytest.raises(DatasetError, match=r"dense.parquet: its rows were measured on host\(s\) 0123456789ab, this "
+                                           r"is host [0-9a-f]+; a dataset never mixes hosts"):
+        collect(task, "compact", out, [Plan("random", 20, seed=1)], backend=backend, progress=False)
+    assert backend.measured == [] and not out.exists()
+    # rewriting the file from the journal measures nothing and is allowed
+    assert len(collect(task, "compact", out, [], backend=backend, progress=False, measure=False)) == 5
+
+
 def test_collect_never_mixes_thread_counts_in_one_dataset(tmp_path, records):
     task = Task.from_uri(DENSE)
     out = tmp_path / "dense.parquet"

@@ -17,7 +17,9 @@ config already in the journal (or, when the journal is gone, in the dataset). Pl
 deterministic (seeded), so a resumed random or exhaustive step measures exactly what the
 killed one had left. An exploration agent starts from everything measured so far (it observes those
 configs first), so after a kill it continues from the data rather than from its old state:
-nothing is measured twice and the count of exploration configs still ends at ``n``.
+nothing is measured twice and the count of exploration configs still ends at ``n``. Only the
+host that measured a journal's or a dataset's rows adds to them (a dataset holds one host's
+measurements, and one thread count's): elsewhere the collection stops before measuring.
 
 Builds run in parallel (the live backend's build workers); timing runs one at a time.
 
@@ -176,6 +178,8 @@ def collect(
     modes = _ModeBook(plans, selections, previous)
     try:
         with TuningSession(task, space, backend, log=journal, resume=True) as session:
+            if measure and not simulated_host:
+                _check_host(session.resumed, host_id(), out)
             if threads is not None and measure:
                 _check_threads(session.resumed, threads, out)
             # the resumed data's reference, unless the reference audit marks it suspect: then measure it again
@@ -203,6 +207,18 @@ def collect(
             backend.close()
     entry["finished"] = time.time()
     return saver.save(load_records(journal), final=True)
+
+
+def _check_host(records: list[Any], host: str, out: Path) -> None:
+    """Refuse to add measurements of this host (``host``) to a dataset, or the journal of a
+    killed collection, whose rows were measured on another: throughput compares only within one
+    host, so a dataset holds one host's measurements (simulated rows name their backend and are
+    not measured here, so a simulated collection is not checked)."""
+    other = sorted({r.host for r in records if r.host != host})
+    if other:
+        raise DatasetError(f"{out}: its rows were measured on host(s) {', '.join(other)}, this is host {host}; "
+                           f"a dataset never mixes hosts: collect into a new file (or resume on that host; a "
+                           f"killed collection's rows are in {journal_path(out).name})")
 
 
 def _check_threads(records: list[Any], threads: int, out: Path) -> None:
