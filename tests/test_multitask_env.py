@@ -52,6 +52,20 @@ def test_every_config_of_every_task_is_the_image_of_its_own_encoding(every_task)
         np.testing.assert_array_equal(codec.decode(codec.encode(configs)), configs, err_msg=env.task.uri)
 
 
+def test_the_medium_split_reaches_every_config_of_its_spaces():
+    """The canonical actions cover the medium spaces (reduction loops split too) as they do the
+    compact ones: every config of every task of ``medium-by-network-v1`` round-trips."""
+    env = MultiTuneEnv(split="medium-by-network-v1", part="all")
+    try:
+        assert len(env.tasks) == 6
+        for sub, codec in zip(env.envs, env.codecs):
+            configs = np.array(list(sub.space), dtype=np.int64)
+            assert len(configs) >= 6000
+            np.testing.assert_array_equal(codec.decode(codec.encode(configs)), configs, err_msg=sub.task.uri)
+    finally:
+        env.close()
+
+
 def test_masks_allow_exactly_the_values_some_config_has(every_task):
     for env, codec in zip(every_task.envs, every_task.codecs):
         values = codec.encode(np.array(list(env.space), dtype=np.int64))
@@ -336,7 +350,7 @@ def test_maskable_ppo_learns_on_it_for_a_few_hundred_steps():
 
 # ---------------------------------------------------------------------- splits
 def test_every_stored_split_loads_with_disjoint_parts():
-    assert list_splits() == ["by-host-v1", "by-network-v1", "by-op-v1"]
+    assert list_splits() == ["by-host-v1", "by-network-v1", "by-op-v1", "medium-by-network-v1"]
     for name in list_splits():
         split = load_split(name)
         assert split.id == name
@@ -348,6 +362,8 @@ def test_every_stored_split_loads_with_disjoint_parts():
     by_op = load_split("by-op-v1")
     ops = [{ref.task.split("/")[2].split("-v")[0] for ref in by_op.tasks(p)} for p in PARTS]
     assert not (ops[0] & ops[2])
+    medium = load_split("medium-by-network-v1")
+    assert {ref.preset for ref in medium.tasks("all")} == {"medium"}
 
 
 @pytest.mark.parametrize("change, message", [

@@ -16,7 +16,9 @@ A version is never edited once published: a changed split is a new version.
 The splits that ship (``tune_gym.envs.task_sets.list_splits()``):
     ``by-network-v1``: train on some networks' layers, test on other networks';
     ``by-op-v1``: train on some operators, test on others;
-    ``by-host-v1``: train on one host's data, test on another host's.
+    ``by-host-v1``: train on one host's data, test on another host's;
+    ``medium-by-network-v1``: ``by-network`` on the exhaustive ``medium`` spaces, where search has
+    more to find (train ResNet-18, validate BERT-base, test MobileNet-v2).
 """
 
 from __future__ import annotations
