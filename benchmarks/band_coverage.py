@@ -40,7 +40,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "leaderboard"
 #: Suite -> the agents measured by default: random search, a few ranked above it, and (external) the entries
 #: whose per-run P has the longest tails below (``kt:minimize``: down to -211).
 AGENTS = {
-    "standard": ("random", "ga", "contextual-sa", "meta-bo"),
+    "standard-v1": ("random", "ga", "contextual-sa", "meta-bo"),
     "external": ("random", "ga", "presample", "kt:pso", "kt:basinhopping", "kt:minimize"),
 }
 AXES = {"trials": "p_trials", "time": "p_time"}

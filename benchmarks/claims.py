@@ -1,6 +1,6 @@
 """The papers' headline comparisons, measured on the committed leaderboard results.
 
-``python -m benchmarks.claims [--standard FILE] [--vta FILE] [--external FILE]``
+``python -m benchmarks.claims [--standard FILE] [--standard-v1 FILE] [--vta FILE] [--external FILE]``
 
 Reads only results files (``benchmarks/results/leaderboard/*.parquet``) and prints one markdown row
 per figure: the claim it tests, the suite, the hosts that ran the runs, and the figure. Every
@@ -217,12 +217,14 @@ def summary_rows(suite: SuiteRuns, claim: str, agent: str, baseline: str = "xgb-
 
 #: (claim, agent, baseline, suites, figures) of every printed comparison.
 COMPARISONS: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("AdaTune", "contextual-sa", "xgb-sa", ("standard", "vta", "external"), ("time", "equal_time")),
-    ("MetaTune", "meta-bo", "xgb-sa", ("standard",), ("final",)),
-    ("MetaTune", "meta-bo", "rl-ppo", ("standard",), ("final",)),
-    ("One-Shot", "one-shot", "xgb-sa", ("standard",), ("final",)),
-    ("Chameleon", "rl-ppo", "xgb-sa", ("standard",), ("time", "final")),
+    ("AdaTune", "contextual-sa", "xgb-sa", ("standard", "standard-v1", "vta", "external"), ("time", "equal_time")),
+    ("MetaTune", "meta-bo", "xgb-sa", ("standard", "standard-v1"), ("final",)),
+    ("MetaTune", "meta-bo", "rl-ppo", ("standard", "standard-v1"), ("final",)),
+    ("One-Shot", "one-shot", "xgb-sa", ("standard", "standard-v1"), ("final",)),
+    ("Chameleon", "rl-ppo", "xgb-sa", ("standard", "standard-v1"), ("time", "final")),
 )
+#: The suites whose results are read, each from ``RESULTS/NAME.parquet`` unless given.
+SUITES = ("standard", "standard-v1", "vta", "external")
 
 
 def rows(suites: dict[str, SuiteRuns]) -> list[str]:
@@ -237,11 +239,11 @@ def rows(suites: dict[str, SuiteRuns]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("standard", "vta", "external"):
+    for name in SUITES:
         parser.add_argument(f"--{name}", type=Path, default=RESULTS / f"{name}.parquet",
                             help=f"results of the {name} suite (default: %(default)s)")
     args = parser.parse_args(argv)
-    suites = {name: load(getattr(args, name)) for name in ("standard", "vta", "external")}
+    suites = {name: load(getattr(args, name.replace("-", "_"))) for name in SUITES}
     print("\n".join(rows(suites)))
 
 

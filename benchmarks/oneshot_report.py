@@ -1,6 +1,6 @@
 """One-Shot Tuner's two headline numbers, from a leaderboard results file.
 
-``python -m benchmarks.oneshot_report benchmarks/results/leaderboard/standard.parquet [--against xgb-sa]``
+``python -m benchmarks.oneshot_report benchmarks/results/leaderboard/standard-v1.parquet [--against xgb-sa]``
 
 Per task of the file that has ``one-shot`` runs:
 

@@ -13,7 +13,7 @@ Resumable: a file that exists and loads (checksum and space fingerprint) with th
 with a table of every label file in ``--out``, the commands, host, TVM version and dates.
 
 Usage:
-    python scripts/cuda_validity.py --suite standard --presets full compact --n 1000 --seed 0 \\
+    python scripts/cuda_validity.py --suite standard-v1 --presets full compact --n 1000 --seed 0 \\
         --out benchmarks/datasets/cuda_validity
     python scripts/cuda_validity.py --tasks resnet18:9 bert_base:0 --presets compact --n 200
 """

@@ -67,7 +67,8 @@ def test_suites_are_data_files_and_bad_ones_are_refused(tmp_path):
     for name in list_suites():
         suite = load_suite(name)
         assert suite.agents and suite.tasks and suite.seeds >= 3
-    assert load_suite("standard").seeds >= 10
+    standard = load_suite("standard")  # enough seeds that adjacent ranks can be told apart
+    assert min(standard.seeds_of(agent) for agent in standard.agents) >= 25
     with pytest.raises(ValueError, match="timed one at a time"):
         run_suite(load_suite("live"), tmp_path / "live.jsonl", jobs=2, progress=False)
     with pytest.raises(SuiteError, match="no suite 'nope'"):
@@ -154,6 +155,42 @@ def test_a_grown_suite_keeps_its_runs_and_another_suite_is_refused(suite_file, t
     other.write_text(SUITE.replace('name = "tiny"', 'name = "other"'))
     with pytest.raises(ResultsError, match="holds results of suite 'tiny', not 'other'"):
         run_suite(load_suite(other), out, progress=False)
+
+
+def test_runs_of_another_suite_are_taken_over_not_run_again(suite_file, tmp_path):
+    first = tmp_path / "first.jsonl"
+    made = run_suite(load_suite(suite_file), first, progress=False, seeds=2)
+    other = tmp_path / "other.toml"  # the same runs and two more seeds, under another name
+    other.write_text(SUITE.replace('name = "tiny"', 'name = "other"'))
+
+    def refuse(spec):
+        raise AssertionError(f"{spec.key} was run again")
+
+    out = tmp_path / "other.jsonl"
+    taken = run_suite(load_suite(other), out, progress=False, seeds=2, reuse=[first], runner=refuse)
+    assert [{k: v for k, v in r.items() if k != "reused_from"} for r in taken.runs] == made.runs
+    assert {r["reused_from"] for r in taken.runs} == {"first.jsonl (suite tiny)"}
+    grown = run_suite(load_suite(other), out, progress=False, reuse=[first])  # seeds 2 and 3 are run
+    assert len(grown.runs) == 8 and sum("reused_from" in r for r in grown.runs) == 4
+    report = validate(out, rerun=8)
+    assert report.ok, report.problems
+    assert report.checked == 8 and report.rerun == 8
+    assert "runs made on" not in write_leaderboard(out, tmp_path / "here.md").read_text()
+    # runs made on another host: the page names the hosts, whose compute the agent seconds are
+    moved = results_lines(out)
+    moved[1] = {**moved[1], "host": "0123456789ab"}
+    (tmp_path / "moved.jsonl").write_text("".join(line_text(obj) + "\n" for obj in moved))
+    page = write_leaderboard(tmp_path / "moved.jsonl", tmp_path / "moved.md").read_text()
+    assert "`0123456789ab` (1)" in page and "(**agent s** is each one's compute)" in page
+
+    # a run whose data changed since is not taken over: it is run again
+    lines = results_lines(first)
+    changed = [lines[0], *({**r, "data": {**r["data"], "datasets": []}} for r in lines[1:])]
+    (tmp_path / "changed.jsonl").write_text("".join(line_text(obj) + "\n" for obj in changed))
+    again = run_suite(load_suite(other), tmp_path / "again.jsonl", progress=False, seeds=2,
+                      reuse=[tmp_path / "changed.jsonl"])
+    assert not any("reused_from" in r for r in again.runs)
+    assert [r["configs"] for r in again.runs] == [r["configs"] for r in made.runs]
 
 
 def test_agent_seeds_give_a_costly_entry_fewer_seeds(suite_file, tmp_path):

@@ -27,8 +27,8 @@ from typing import Any
 from tune_gym.errors import TaskError
 from tune_gym.options import check_int_option, show
 
-__all__ = ["MAX_CORES", "VOLATILE_FIELDS", "check_cpu_name", "host_cores", "host_cpu", "host_fingerprint", "host_id",
-           "tvm_version"]
+__all__ = ["MAX_CORES", "VOLATILE_FIELDS", "check_cpu_name", "fingerprint_id", "host_cores", "host_cpu",
+           "host_fingerprint", "host_id", "tvm_version"]
 
 #: Largest accepted core count (a target's ``cores`` option and ``TUNE_GYM_CORES``).
 MAX_CORES = 1024
@@ -143,7 +143,12 @@ def _nvidia_gpus() -> tuple[list[str], str]:
 @functools.cache
 def host_id() -> str:
     """A short stable hex id of this machine (the fingerprint without :data:`VOLATILE_FIELDS`)."""
-    stable = {k: v for k, v in host_fingerprint().items() if k not in VOLATILE_FIELDS}
+    return fingerprint_id(host_fingerprint())
+
+
+def fingerprint_id(fingerprint: dict[str, Any]) -> str:
+    """The :func:`host_id` of the machine a :func:`host_fingerprint` was taken on."""
+    stable = {k: v for k, v in fingerprint.items() if k not in VOLATILE_FIELDS}
     return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -1,6 +1,6 @@
 """The leaderboard commands of ``tune-gym``: ``bench``, ``leaderboard``, ``validate`` and ``results``.
 
-    tune-gym bench --suite quick [--jobs N] [--seeds S] [--agents a,b] [--out FILE] [--ray ADDRESS]
+    tune-gym bench --suite quick [--jobs N] [--seeds S] [--agents a,b] [--out FILE] [--ray ADDRESS] [--reuse OTHER]
     tune-gym leaderboard [RESULTS] [--out LEADERBOARD.md]
     tune-gym validate RESULTS [--rerun N] [--jobs N]
     tune-gym results pack RESULTS...          move the journals' runs into the packed files (a new segment)
@@ -55,7 +55,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     out = args.out or _default_results(args.suite)
     agents = args.agents.split(",") if args.agents else None
     results = run_suite(suite, out, jobs=args.jobs, agents=agents, seeds=seeds, ray_address=args.ray,
-                        progress=not args.quiet)
+                        progress=not args.quiet, reuse=args.reuse)
     print(f"{len(results.runs)} runs in {out}")
     if not args.no_leaderboard:
         path = write_leaderboard(out, args.leaderboard or _default_leaderboard(out), command=_command())
@@ -136,6 +136,9 @@ def register(sub: Any) -> None:
                    help="markdown file to write (default: LEADERBOARD.md for the standard suite, else RESULTS.md)")
     p.add_argument("--no-leaderboard", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--reuse", type=Path, action="append", default=[], metavar="RESULTS",
+                   help="take over the runs of these results (another suite's) that are runs of this one "
+                        "(same key, same data) instead of running them; repeatable")
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("leaderboard", help="write LEADERBOARD.md (table and plots) from a results file")

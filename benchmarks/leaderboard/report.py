@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,7 @@ class Leaderboard:
     rows: list[dict[str, Any]]
     not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent, task) -> why
     na_runs: dict[str, int] = field(default_factory=dict)  # agent -> its runs recorded as not applicable
+    run_hosts: dict[str, int] = field(default_factory=dict)  # host id -> runs made there (agent s is its compute)
 
 
 def _task_data(uri: str, preset: str) -> TaskData:
@@ -116,6 +117,17 @@ def _task_data(uri: str, preset: str) -> TaskData:
     return td
 
 
+def _run_hosts(hosts: dict[str, int], header_host: dict[str, Any]) -> str:
+    """Where the runs were made (their agent seconds are that host's compute), when it is not
+    only the benchmark host: runs taken over from other results (``--reuse``) or resumed elsewhere."""
+    from tune_gym.host import fingerprint_id
+
+    if not hosts or set(hosts) == {fingerprint_id(header_host)}:
+        return ""
+    made = ", ".join(f"`{h}` ({n})" for h, n in hosts.items())
+    return f"runs made on {made} (**agent s** is each one's compute); "
+
+
 def compute(results: str | Path) -> Leaderboard:
     """Every metric of a results file (datasets come from the catalog)."""
     from benchmarks.leaderboard.suite import Suite
@@ -123,6 +135,7 @@ def compute(results: str | Path) -> Leaderboard:
     header, runs = read_results(results)
     current = {spec.key for spec in Suite.from_dict(header["suite"]).runs()}
     runs = [r for r in runs if r["key"] in current]  # runs of the suite as it is now
+    run_hosts = dict(Counter(r["host"] for r in runs).most_common())
     weights = network_weights(header["suite"]["tasks"])
     presets: dict[str, set[str]] = defaultdict(set)
     for t in header["suite"]["tasks"]:
@@ -173,7 +186,8 @@ def compute(results: str | Path) -> Leaderboard:
                 p_time = np.full(100, math.nan)
             cell.p_time_curves.append(p_time)
             cell.p_time.append(float(np.nanmean(p_time)) if np.isfinite(p_time).any() else math.nan)
-    lb = Leaderboard(header, cells, tasks, _rows(cells, tasks, not_applicable), not_applicable, na_runs)
+    lb = Leaderboard(header, cells, tasks, _rows(cells, tasks, not_applicable), not_applicable, na_runs,
+                     run_hosts)
     # An agent without every run the suite asks of it comes after the ranked ones: its figures are over
     # fewer tasks or seeds, and its place would move as its runs come in.
     missing = missing_runs(lb)
@@ -352,6 +366,7 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
         f"{suite['description']}. {len(lb.tasks)} tasks x {len(suite['agents'])} agents x {suite['seeds']} seeds "
         f"(batch {suite['batch']}); results `{shown(results)}` (validate with `tune-gym validate {shown(results)}`).",
         f"Benchmark host: {host.get('cpu')} ({host.get('logical_cores')} cores, LLVM cpu {host.get('llvm_cpu')}); "
+        f"{_run_hosts(lb.run_hosts, host)}"
         f"the datasets' hosts are in `benchmarks/datasets/README.md`. Written {time.strftime('%Y-%m-%d')}"
         + (f" by `{command}`." if command else "."), "",
         "Columns: **P** = random-relative score (0 = random search, 1 = optimum; exhaustive tasks only, averaged "

@@ -13,6 +13,14 @@ appended to the results' journal and fsynced as soon as its run ends, so a kille
 loses only the runs in flight; started again, it runs only what is missing. When every run is
 done, the journal is packed (:func:`.results.pack_results`).
 
+A run already made for another suite can be taken over instead of run again (``reuse``,
+``tune-gym bench --reuse OTHER``): a key names a run (agent, task, preset, backend, budget,
+batch, seed, options), so a line of another results file with the key of a run to do is that
+run, provided the data answering it is still the same (its dataset files and checksums,
+:func:`data_identity`); a line whose data changed is run again. A taken-over line is copied
+as it is, with ``reused_from`` naming the results and suite it came from, and ``validate``
+checks it as any other.
+
 Runs go to worker processes on this machine (``jobs``) or, with ``ray_address``, to a Ray
 cluster (``ray.init(address=...)``): the same function runs in both. A worker process dies
 with the benchmark that started it (Linux: the parent-death signal; elsewhere a thread that
@@ -28,7 +36,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict
 from pathlib import Path
@@ -37,7 +45,7 @@ from typing import Any
 from benchmarks.leaderboard.results import ResultsFile, results_paths
 from benchmarks.leaderboard.suite import RunSpec, Suite, base_agent
 
-__all__ = ["die_with_parent", "local_only_kinds", "run_end", "run_one", "run_suite", "worker_init"]
+__all__ = ["die_with_parent", "local_only_kinds", "reusable_runs", "run_end", "run_one", "run_suite", "worker_init"]
 
 
 def _timed(fn: Callable[..., Any], clock: list[float]) -> Callable[..., Any]:
@@ -163,6 +171,7 @@ def run_suite(
     ray_address: str | None = None,
     progress: bool = True,
     runner: Callable[[RunSpec], dict[str, Any]] = run_one,
+    reuse: Sequence[str | Path] = (),
 ) -> ResultsFile:
     """Run every missing run of ``suite`` and append it to the results file ``out``.
 
@@ -176,6 +185,9 @@ def run_suite(
             for a fresh local instance) instead of local processes.
         progress: a progress bar with ETA on stderr.
         runner: the function executed per run (tests swap in a slow one).
+        reuse: results of other suites (or earlier files of this one) whose runs with the key
+            of a missing run, on the same data, are taken over instead of run
+            (:func:`reusable_runs`).
     """
     if any(t.backend == "live" for t in suite.tasks) and (jobs > 1 or ray_address):
         raise ValueError(f"suite {suite.name} measures live: its runs are timed one at a time on this machine "
@@ -184,6 +196,13 @@ def run_suite(
     _check_tasks(suite, workers=jobs > 1 or bool(ray_address))
     results = ResultsFile.open(out, suite)
     todo = [s for s in suite.runs(agents, seeds) if s.key not in results.done]
+    taken = reusable_runs(todo, reuse) if reuse else {}
+    for spec in todo:
+        if spec.key in taken:
+            results.append(taken[spec.key])
+    todo = [s for s in todo if s.key not in taken]
+    if taken and progress:
+        print(f"{len(taken)} runs taken over from {', '.join(str(r) for r in reuse)}", file=sys.stderr)
     bar = _bar(progress, len(todo), len(results.done), suite.name)
     try:
         if ray_address:
@@ -202,6 +221,41 @@ def run_suite(
         if bar is not None:
             bar.close()
     return results
+
+
+def reusable_runs(todo: Sequence[RunSpec], reuse: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
+    """The lines of the results ``reuse`` (the first that has a key wins) that are runs of
+    ``todo``: same key, and answered by the data that answers that run now (a run whose dataset
+    was re-collected since is not taken: it is run again). Each comes back with ``reused_from``
+    (``"FILE (suite NAME)"``; a line taken over before keeps its first origin).
+
+    Raises:
+        ResultsError: a file of ``reuse`` that cannot be read (see :func:`.results.read_results`).
+    """
+    from benchmarks.leaderboard.results import read_results
+    from tune_gym.measure import make_backend
+    from tune_gym.tasks import Task
+
+    wanted = {s.key: s for s in todo}
+    found: dict[str, dict[str, Any]] = {}
+    for path in reuse:
+        header, runs = read_results(path)
+        origin = f"{Path(path).name} (suite {header['suite']['name']})"
+        for line in runs:
+            if line["key"] in wanted and line["key"] not in found:
+                found[line["key"]] = line if "reused_from" in line else {**line, "reused_from": origin}
+    backends: dict[str, Any] = {}
+    now: dict[tuple[str, str, str], dict[str, Any]] = {}
+    taken = {}
+    for key, line in found.items():
+        spec = wanted[key]
+        where = (spec.backend, spec.task, spec.preset)
+        if where not in now:
+            backend = backends.setdefault(spec.backend, make_backend(spec.backend))
+            now[where] = data_identity(backend, Task.parse(spec.task), spec.preset)
+        if line["data"] == now[where]:
+            taken[key] = line
+    return taken
 
 
 def _check_tasks(suite: Suite, workers: bool) -> None:

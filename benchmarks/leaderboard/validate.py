@@ -132,13 +132,14 @@ def validate(results: str | Path, rerun: int = 3, jobs: int = 1) -> Validation:
 
 _SPEC_FIELDS = {f.name for f in fields(RunSpec)}
 _NUMBER = (int, float)
-#: Every field of a run line: its check. Optional: ``ended`` (files written before it) and ``not_applicable``.
+#: Every field of a run line: its check. Optional: ``ended`` (files written before it), ``not_applicable``
+#: and ``reused_from`` (a run taken over from other results, :func:`.runner.reusable_runs`).
 _LINE_FIELDS: dict[str, Any] = {
     "key": str, "spec": dict, "task_uri": str, "space_size": int, "flops": _NUMBER, "reference_gflops": _NUMBER,
     "data": dict, "configs": list, "gflops": list, "errors": list, "clock": list, "best_gflops": _NUMBER,
     "agent_info": dict, "agent_secs": _NUMBER, "wall_secs": _NUMBER, "host": str, "time": _NUMBER,
 }
-_OPTIONAL = {"ended": str, "not_applicable": str}
+_OPTIONAL = {"ended": str, "not_applicable": str, "reused_from": str}
 _ENDS = ("budget", "space", "agent")
 
 
