@@ -215,16 +215,18 @@ def summary_rows(suite: SuiteRuns, claim: str, agent: str, baseline: str = "xgb-
     return out
 
 
+#: The standard suite and its earlier version, where every comparison is printed.
+STANDARD = ("standard", "standard-v1")
 #: (claim, agent, baseline, suites, figures) of every printed comparison.
 COMPARISONS: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("AdaTune", "contextual-sa", "xgb-sa", ("standard", "standard-v1", "vta", "external"), ("time", "equal_time")),
-    ("MetaTune", "meta-bo", "xgb-sa", ("standard", "standard-v1"), ("final",)),
-    ("MetaTune", "meta-bo", "rl-ppo", ("standard", "standard-v1"), ("final",)),
-    ("One-Shot", "one-shot", "xgb-sa", ("standard", "standard-v1"), ("final",)),
-    ("Chameleon", "rl-ppo", "xgb-sa", ("standard", "standard-v1"), ("time", "final")),
+    ("AdaTune", "contextual-sa", "xgb-sa", (*STANDARD, "vta", "external"), ("time", "equal_time")),
+    ("MetaTune", "meta-bo", "xgb-sa", STANDARD, ("final",)),
+    ("MetaTune", "meta-bo", "rl-ppo", STANDARD, ("final",)),
+    ("One-Shot", "one-shot", "xgb-sa", STANDARD, ("final",)),
+    ("Chameleon", "rl-ppo", "xgb-sa", STANDARD, ("time", "final")),
 )
 #: The suites whose results are read, each from ``RESULTS/NAME.parquet`` unless given.
-SUITES = ("standard", "standard-v1", "vta", "external")
+SUITES = (*STANDARD, "vta", "external")
 
 
 def rows(suites: dict[str, SuiteRuns]) -> list[str]:

@@ -251,8 +251,9 @@ def reusable_runs(todo: Sequence[RunSpec], reuse: Sequence[str | Path]) -> dict[
         spec = wanted[key]
         where = (spec.backend, spec.task, spec.preset)
         if where not in now:
-            backend = backends.setdefault(spec.backend, make_backend(spec.backend))
-            now[where] = data_identity(backend, Task.parse(spec.task), spec.preset)
+            if spec.backend not in backends:
+                backends[spec.backend] = make_backend(spec.backend)
+            now[where] = data_identity(backends[spec.backend], Task.parse(spec.task), spec.preset)
         if line["data"] == now[where]:
             taken[key] = line
     return taken
