@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", action="append", type=Path, help="dataset or record file, or a folder searched "
                         "recursively (repeatable; default: benchmarks/datasets and benchmarks/results)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "datasets" / AUDIT_FILE,
-                        help="the verdicts file (default: benchmarks/datasets/%(default)s)")
+                        help=f"the verdicts file (default: benchmarks/datasets/{AUDIT_FILE})")
     parser.add_argument("--dry-run", action="store_true", help="print the audit, write nothing")
     parser.add_argument("--remeasure", nargs="*", type=Path, metavar="DATASET",
                         help="on an idle machine of the datasets' host id: measure these datasets' references "
