@@ -111,6 +111,24 @@ def test_score_curve_on_simulated_time():
     assert M.random_time_per_trial([1, np.nan, 2, np.nan], [1, 3, 2, 5]) == pytest.approx(1.5 + 0.5 * 4)
 
 
+
+def test_random_search_scores_zero_over_the_scored_budget_even_when_runs_end_before_the_methodologys():
+    # a space whose top is thin: the methodology's budget (random search's draws to 95% of the way
+    # from the median to the optimum) is far longer than runs of 32 trials
+    costs = np.concatenate([[1.0], np.linspace(10.0, 20.0, 1999)])
+    eval_seconds = np.ones_like(costs)
+    assert M.random_budget(costs) > 32 * 10
+    trials, seconds = M.scored_budgets(costs, eval_seconds, 32)
+    assert (trials, seconds) == (32, 32.0)
+    assert M.scored_budgets(costs, eval_seconds, 10**6) == (M.random_budget(costs), M.random_time_budget(
+        costs, eval_seconds))
+    rng = np.random.default_rng(0)
+    runs = [costs[rng.permutation(costs.size)[:32]] for _ in range(400)]  # random search without repeats
+    scored = np.array([M.mean_score(r, costs, budget=trials) for r in runs])
+    held = np.array([M.mean_score(r, costs) for r in runs])  # each run's last best held to the methodology's
+    se = scored.std(ddof=1) / np.sqrt(len(runs))
+    assert abs(scored.mean()) < 4 * se                     # random search is 0, as P promises
+    assert held.mean() < -0.3                              # not so when its curve is held past its end (-0.46)
 def test_score_band_is_a_student_t_interval():
     rng = np.random.default_rng(3)
     per_task_seed = rng.normal(0.3, 0.1, size=(4, 10))

@@ -100,6 +100,7 @@ __all__ = [
     "random_time_per_trial",
     "score_band",
     "score_curve",
+    "scored_budgets",
     "summarize_trials_to_target",
     "time_to_target",
     "trials_to_target",
@@ -427,6 +428,23 @@ def random_time_budget(
     if s.size != np.asarray(costs).size or not np.all(np.isfinite(s)):
         raise ValueError("eval_seconds must be finite and as long as costs")
     return random_budget(costs, fraction=fraction, margin=0.0) * float(np.median(s)) * (1 + margin)
+
+
+def scored_budgets(costs: ArrayLike, eval_seconds: ArrayLike, run_budget: int) -> tuple[int, float]:
+    """The budgets a suite's P is averaged over: the methodology's (:func:`random_budget`,
+    :func:`random_time_budget`), cut to what runs of ``run_budget`` trials cover where that is
+    shorter (``run_budget`` trials; ``run_budget`` median evaluations of the space on the time axis).
+
+    Past the end of a run its best is held while random search's expected best keeps improving, so a
+    methodology's budget longer than the runs would score random search itself below 0.
+
+    Returns:
+        ``(trials, seconds)``.
+    """
+    trials = min(random_budget(costs), int(run_budget))
+    seconds = min(random_time_budget(costs, eval_seconds),
+                  int(run_budget) * float(np.median(np.asarray(eval_seconds, dtype=float))))
+    return trials, seconds
 
 
 # --------------------------------------------------------------------------------------------------- score

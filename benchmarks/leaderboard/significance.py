@@ -4,7 +4,7 @@ The leaderboard ranks agents by the random-relative score P (:mod:`benchmarks.le
 averaged over each task's budget, then over tasks and seeds; its 95% bands overlap, and a band says
 nothing about whether two agents differ *on the same runs*. Here two agents are compared run by run:
 
-* **What is compared**: one agent's per-run score (P averaged over the methodology's budget, the value
+* **What is compared**: one agent's per-run score (P averaged over ``metrics.scored_budgets``: the value
   the leaderboard's P columns average: :attr:`Cell.p_trials <benchmarks.leaderboard.report.Cell>` on
   the trials axis, ``p_time`` on the simulated-time axis) against the other's on the same task and
   seed. Only (task, seed) pairs that both agents ran, with a finite score for both, count; a task one
