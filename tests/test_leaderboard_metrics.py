@@ -111,7 +111,6 @@ def test_score_curve_on_simulated_time():
     assert M.random_time_per_trial([1, np.nan, 2, np.nan], [1, 3, 2, 5]) == pytest.approx(1.5 + 0.5 * 4)
 
 
-
 def test_random_search_scores_zero_over_the_scored_budget_even_when_runs_end_before_the_methodologys():
     # a space whose top is thin: the methodology's budget (random search's draws to 95% of the way
     # from the median to the optimum) is far longer than runs of 32 trials

@@ -179,8 +179,8 @@ def compute(results: str | Path) -> Leaderboard:
                 times = np.where(gflops > 0, line["flops"] / (gflops * 1e9), np.nan)
             run_budget = min(spec["budget"], int(np.isfinite(td.costs).sum()))
             trials_budget, time_budget = M.scored_budgets(td.costs, td.eval_secs, run_budget)
-            if trials_budget < M.random_budget(td.costs):
-                td.p_budgets = (M.random_budget(td.costs), trials_budget)
+            if trials_budget < (methodology := M.random_budget(td.costs)):
+                td.p_budgets = (methodology, trials_budget)
             _, p = M.score_curve(times, td.costs, budget=trials_budget)
             cell.p_curves.append(p)
             cell.p_trials.append(float(np.nanmean(p)))
