@@ -144,6 +144,7 @@ def compute(results: str | Path) -> Leaderboard:
         presets[t["id"]].add(t["preset"])
     tasks: dict[str, TaskData] = {}
     cells: dict[tuple[str, str], Cell] = {}
+    scored: dict[tuple[str, int], tuple[int, float]] = {}  # (task, run budget) -> P's (trials, seconds) budgets
     not_applicable: dict[tuple[str, str], str] = {}
     na_runs: dict[str, int] = {}
     for line in runs:
@@ -178,9 +179,11 @@ def compute(results: str | Path) -> Leaderboard:
             with np.errstate(divide="ignore"):
                 times = np.where(gflops > 0, line["flops"] / (gflops * 1e9), np.nan)
             run_budget = min(spec["budget"], int(np.isfinite(td.costs).sum()))
-            trials_budget, time_budget = M.scored_budgets(td.costs, td.eval_secs, run_budget)
-            if trials_budget < (methodology := M.random_budget(td.costs)):
-                td.p_budgets = (methodology, trials_budget)
+            if (tid, run_budget) not in scored:  # once per task and budget: each sorts the space's costs
+                scored[tid, run_budget] = M.scored_budgets(td.costs, td.eval_secs, run_budget)
+                if scored[tid, run_budget][0] < (methodology := M.random_budget(td.costs)):
+                    td.p_budgets = (methodology, scored[tid, run_budget][0])
+            trials_budget, time_budget = scored[tid, run_budget]
             _, p = M.score_curve(times, td.costs, budget=trials_budget)
             cell.p_curves.append(p)
             cell.p_trials.append(float(np.nanmean(p)))
