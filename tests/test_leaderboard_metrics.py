@@ -128,6 +128,64 @@ def test_random_search_scores_zero_over_the_scored_budget_even_when_runs_end_bef
     se = scored.std(ddof=1) / np.sqrt(len(runs))
     assert abs(scored.mean()) < 4 * se                     # random search is 0, as P promises
     assert held.mean() < -0.3                              # not so when its curve is held past its end (-0.46)
+def _random_best_on_clock_by_enumeration(costs, eval_seconds, grid, max_trials):
+    """E[F(tau)] of random search over every permutation of a tiny space, by the scoring rules."""
+    costs, eval_seconds = np.asarray(costs, dtype=float), np.asarray(eval_seconds, dtype=float)
+    worst = np.nanmax(costs)
+    total = np.zeros(len(grid))
+    perms = list(itertools.permutations(range(costs.size)))
+    for order in perms:
+        order = list(order)[:max_trials]
+        clock = np.cumsum(eval_seconds[order])
+        for j, tau in enumerate(grid):
+            done = [costs[i] for i, c in zip(order, clock) if c <= tau and np.isfinite(costs[i])]
+            total[j] += min(done) if done else worst
+    return total / len(perms)
+
+
+@pytest.mark.parametrize("max_trials", [2, 4, None])
+def test_random_best_on_the_clock_matches_enumeration(max_trials):
+    costs = [4.0, 1.0, np.nan, 2.5, 8.0, 3.0]          # one failed config, which costs its seconds
+    eval_seconds = [2.0, 0.5, 1.0, 1.5, 4.0, 0.7]      # slow configs take longer to evaluate
+    grid = [0.5, 1.0, 1.6, 2.4, 3.1, 5.0, 9.0, 12.0]
+    exact = _random_best_on_clock_by_enumeration(costs, eval_seconds, grid, max_trials or len(costs))
+    samples = 20000
+    b = M.expected_random_best_on_clock(costs, eval_seconds, grid, max_trials=max_trials, samples=samples)
+    # the Monte Carlo part's error: at most (worst - best) / sqrt(samples) per standard error
+    np.testing.assert_allclose(b, exact, atol=4 * (8.0 - 1.0) / math.sqrt(samples))
+    # deterministic for a seed, and cached without aliasing
+    b[:] = 0
+    np.testing.assert_array_equal(M.expected_random_best_on_clock(costs, eval_seconds, grid, max_trials=max_trials,
+                                                                  samples=samples),
+                                  M.expected_random_best_on_clock(costs, eval_seconds, grid, max_trials=max_trials,
+                                                                  samples=samples, seed=0))
+    assert np.all(M.expected_random_best_on_clock(costs, eval_seconds, grid, max_trials=max_trials,
+                                                  samples=samples) > 0)
+
+
+def test_random_search_scores_zero_on_the_time_axis_where_the_packages_time_baseline_scores_it_below():
+    # evaluation seconds spread and growing with the kernel's time (as benchmark repeats make them), a few failures
+    rng = np.random.default_rng(3)
+    costs = np.exp(rng.normal(0.0, 0.8, 1500))
+    costs[rng.choice(costs.size, 60, replace=False)] = np.nan
+    eval_seconds = 0.3 + 0.2 * np.nan_to_num(costs, nan=1.0) * rng.uniform(0.5, 1.5, costs.size)
+    _, seconds = M.scored_budgets(costs, eval_seconds, 64)
+    runs = []
+    for _ in range(400):
+        order = rng.permutation(costs.size)[:64]
+        runs.append((costs[order], np.cumsum(eval_seconds[order])))
+    on_clock = np.array([M.mean_score(t, costs, clocks=c, eval_seconds=eval_seconds, budget=seconds, max_trials=64)
+                         for t, c in runs])
+    grid = np.linspace(np.median(eval_seconds), seconds, 100)
+    package_b = M.expected_random_best_at_time(costs, eval_seconds, grid)
+    worst, optimum = np.nanmax(costs), np.nanmin(costs)
+    package = np.array([np.mean(M.random_relative_score(
+        np.nan_to_num(M.best_so_far_at(t, c, grid, minimize=True), nan=worst), package_b, optimum)) for t, c in runs])
+    se = on_clock.std(ddof=1) / math.sqrt(len(runs))
+    assert abs(on_clock.mean()) < 4 * se                        # random search is 0, as P promises
+    assert package.mean() < -4 * package.std(ddof=1) / math.sqrt(len(runs))  # credited with unfinished draws
+
+
 def test_score_band_is_a_student_t_interval():
     rng = np.random.default_rng(3)
     per_task_seed = rng.normal(0.3, 0.1, size=(4, 10))

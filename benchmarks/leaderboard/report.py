@@ -190,7 +190,7 @@ def compute(results: str | Path) -> Leaderboard:
             cell.p_run.append(M.mean_score(times, td.costs, budget=run_budget))
             try:
                 _, p_time = M.score_curve(times, td.costs, clocks=line["clock"], eval_seconds=td.eval_secs,
-                                          budget=time_budget)
+                                          budget=time_budget, max_trials=spec["budget"])
             except ValueError:  # the run's clock never reached one evaluation
                 p_time = np.full(100, math.nan)
             cell.p_time_curves.append(p_time)
