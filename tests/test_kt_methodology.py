@@ -29,7 +29,9 @@ differently, the test compares what is comparable and pins each definition down:
    axis (0.06 on average) and by 0.002 to 0.28 on the time axis (0.09 on average, its
    interpolated curve adding to the baseline's effect); single points differ by up to 3.8
    (trials) and 18 (time) early in the budget, where a run's first configuration is slow and
-   mean and median baselines are far apart.
+   mean and median baselines are far apart. (These figures compare the package's score with
+   tune_gym's calculated baseline, :func:`~benchmarks.leaderboard.metrics.expected_random_best_at_time`,
+   on both axes; see 8.)
 2. **Budget.** Both use random search's expected draws to reach 95% of the way from the
    median to the optimum; tune_gym's count is the package's ``cutoff_point`` + 1 (the same
    off-by-one), and tune_gym scores up to the budget with its 10% margin where the package
@@ -58,6 +60,12 @@ differently, the test compares what is comparable and pins each definition down:
    Benchmark Hub's T4 timings.
 7. **Over seeds** tune_gym averages each run's P; the package takes P of the median curve.
    Compared per run.
+8. **Random baseline over time on the leaderboards.** The package's calculated baseline counts
+   ``round(t / s)`` draws as done at time ``t``, finished or not; the leaderboards score the time
+   axis against random search on the runs' own clock instead
+   (:func:`~benchmarks.leaderboard.metrics.expected_random_best_on_clock`), against which a random
+   search scores 0. Both are tested in ``tests/test_leaderboard_metrics.py``; here P over time is
+   compared with the package's baseline plugged into both formulas, as on trials.
 """
 
 from __future__ import annotations

@@ -380,7 +380,8 @@ def write_leaderboard(results: str | Path, out: str | Path = "LEADERBOARD.md", p
         + (f" by `{command}`." if command else "."), "",
         "Columns: **P** = random-relative score (0 = random search, 1 = optimum; exhaustive tasks only, averaged "
         "over the methodology's budget, or the suite's where that is shorter, mean and 95% band over seeds) on "
-        "trials and on simulated time, and on trials "
+        "trials and on simulated time (against random search on the same clock: a draw counts once its seconds "
+        "have passed), and on trials "
         "over the run's whole budget (the methodology's budget can end before a model-guided agent's first plan "
         "of random configs does); "
         "**vs best** / **vs PyTorch** = final best GFLOPS over the best known config / the recorded PyTorch "
