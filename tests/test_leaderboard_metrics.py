@@ -161,6 +161,10 @@ def test_random_best_on_the_clock_matches_enumeration(max_trials):
                                                                   samples=samples, seed=0))
     assert np.all(M.expected_random_best_on_clock(costs, eval_seconds, grid, max_trials=max_trials,
                                                   samples=samples) > 0)
+    assert M.expected_random_best_on_clock(costs, eval_seconds, []).shape == (0,)
+    for bad in ({"samples": 0}, {"max_trials": 0}):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            M.expected_random_best_on_clock(costs, eval_seconds, grid, **bad)
 
 
 def test_random_search_scores_zero_on_the_time_axis_where_the_packages_time_baseline_scores_it_below():

@@ -448,13 +448,15 @@ def expected_random_best_on_clock(
     valid = np.isfinite(c) & (c > 0)
     n_valid = int(valid.sum())
     limit = c.size if max_trials is None else min(c.size, int(max_trials))
-    if limit < 1:
-        raise ValueError(f"max_trials must be >= 1, got {max_trials}")
+    if limit < 1 or samples < 1:
+        raise ValueError(f"max_trials and samples must be >= 1, got {max_trials} and {samples}")
+    if g.size == 0:
+        return np.empty(0)
     key = (hashlib.blake2b(c.tobytes() + s.tobytes() + g.tobytes(), digest_size=16).digest(), limit, samples, seed)
     if (known := _CLOCK_BASELINES.get(key)) is not None:
         return known.copy()
     draws = np.clip(np.round(g / per_trial), 1, n_valid).astype(int)  # the control's valid draws
-    exact = expected_random_best(c, int(draws.max()))[draws - 1] if g.size else np.empty(0)
+    exact = expected_random_best(c, int(draws.max()))[draws - 1]
     worst = float(c[valid].max())
     ranked = np.where(valid, c, np.inf)
     correction = np.zeros(g.size)
@@ -467,7 +469,7 @@ def expected_random_best_on_clock(
         f = np.where(done > 0, best[np.maximum(done, 1) - 1], np.inf)
         first_valid = c[order[valid[order]][: int(draws.max())]]  # the permutation's valid draws, in order
         correction += np.where(np.isfinite(f), f, worst) - np.minimum.accumulate(first_valid)[draws - 1]
-    out = exact + correction / max(samples, 1)
+    out = exact + correction / samples
     _CLOCK_BASELINES[key] = out
     while len(_CLOCK_BASELINES) > _BASELINES_KEPT:
         _CLOCK_BASELINES.pop(next(iter(_CLOCK_BASELINES)))
