@@ -128,6 +128,8 @@ def test_random_search_scores_zero_over_the_scored_budget_even_when_runs_end_bef
     se = scored.std(ddof=1) / np.sqrt(len(runs))
     assert abs(scored.mean()) < 4 * se                     # random search is 0, as P promises
     assert held.mean() < -0.3                              # not so when its curve is held past its end (-0.46)
+
+
 def _random_best_on_clock_by_enumeration(costs, eval_seconds, grid, max_trials):
     """E[F(tau)] of random search over every permutation of a tiny space, by the scoring rules."""
     costs, eval_seconds = np.asarray(costs, dtype=float), np.asarray(eval_seconds, dtype=float)

@@ -395,13 +395,18 @@ def expected_random_best_at_time(costs: ArrayLike, eval_seconds: ArrayLike, grid
     Returns:
         :func:`expected_random_best` at the draw count of each grid time.
     """
-    per_trial = random_time_per_trial(costs, eval_seconds)
-    n = _valid_sorted(costs).size
     g = np.asarray(grid, dtype=float)
-    trials = np.clip(np.round(g / per_trial), 1, n).astype(int)
+    trials = _draws_at(costs, eval_seconds, g)
     if trials.size == 0:
         return np.empty(g.shape)
     return expected_random_best(costs, int(trials.max()))[trials - 1]
+
+
+def _draws_at(costs: ArrayLike, eval_seconds: ArrayLike, grid: np.ndarray) -> np.ndarray:
+    """The package's ``time_to_fevals``: ``max(round(tau / s), 1)`` draws at each grid time, at most the valid
+    configs (``s``: :func:`random_time_per_trial`)."""
+    per_trial = random_time_per_trial(costs, eval_seconds)
+    return np.clip(np.round(grid / per_trial), 1, _valid_sorted(costs).size).astype(int)
 
 
 def expected_random_best_on_clock(
@@ -444,9 +449,8 @@ def expected_random_best_on_clock(
     c = np.asarray(costs, dtype=float).ravel()
     s = np.asarray(eval_seconds, dtype=float).ravel()
     g = np.asarray(grid, dtype=float).ravel()
-    per_trial = random_time_per_trial(c, s)  # checks the lengths and the seconds
+    draws = _draws_at(c, s, g)  # the control's valid draws (checks the lengths and the seconds)
     valid = np.isfinite(c) & (c > 0)
-    n_valid = int(valid.sum())
     limit = c.size if max_trials is None else min(c.size, int(max_trials))
     if limit < 1 or samples < 1:
         raise ValueError(f"max_trials and samples must be >= 1, got {max_trials} and {samples}")
@@ -455,8 +459,8 @@ def expected_random_best_on_clock(
     key = (hashlib.blake2b(c.tobytes() + s.tobytes() + g.tobytes(), digest_size=16).digest(), limit, samples, seed)
     if (known := _CLOCK_BASELINES.get(key)) is not None:
         return known.copy()
-    draws = np.clip(np.round(g / per_trial), 1, n_valid).astype(int)  # the control's valid draws
-    exact = expected_random_best(c, int(draws.max()))[draws - 1]
+    most = int(draws.max())
+    exact = expected_random_best(c, most)[draws - 1]  # = expected_random_best_at_time(c, s, g)
     worst = float(c[valid].max())
     ranked = np.where(valid, c, np.inf)
     correction = np.zeros(g.size)
@@ -467,7 +471,7 @@ def expected_random_best_on_clock(
         best = np.minimum.accumulate(ranked[order[:limit]])
         done = np.searchsorted(clock, g, side="right")  # draws finished by each grid time
         f = np.where(done > 0, best[np.maximum(done, 1) - 1], np.inf)
-        first_valid = c[order[valid[order]][: int(draws.max())]]  # the permutation's valid draws, in order
+        first_valid = c[order[valid[order]][:most]]  # the permutation's first valid draws, in order
         correction += np.where(np.isfinite(f), f, worst) - np.minimum.accumulate(first_valid)[draws - 1]
     out = exact + correction / samples
     _CLOCK_BASELINES[key] = out
