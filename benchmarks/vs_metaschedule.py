@@ -11,13 +11,17 @@ trial of each tuner and the command::
         --agents xgb-sa contextual-sa --out benchmarks/results/vs_metaschedule
 
 Best-so-far figures taken during a run carry that moment's noise (another process, a clock
-change). ``--retime DIR ...`` takes the best kernel of every tuner of finished runs (their
-``--out`` folders, where MetaSchedule's best record is kept as a one-record database) and times
+change), and every tuner keeps the fastest of hundreds of noisy timings, so they overstate the
+kernel. ``--retime DIR ...`` takes the best kernel of every tuner of finished runs (their
+``--out`` folders, where MetaSchedule's fastest records are kept as a small database) and times
 them again, together, in one process: ``--rounds`` rounds, each timing every kernel once in a
-seeded random order, each kernel's figure the median over rounds. Only an idle machine gives
-figures worth writing down::
+seeded random order, each kernel's figure the median over rounds. With ``--top K`` it re-times
+each tuner's K fastest distinct kernels (by the run's own timings) the same way, and each
+tuner's *confirmed* figure is the best of their medians: the kernel a user re-checking the top of
+a run would deploy, chosen the same way for every tuner. Only an idle machine gives figures worth
+writing down::
 
-    python -m benchmarks.vs_metaschedule --retime benchmarks/results/vs_metaschedule/fidelity/*
+    python -m benchmarks.vs_metaschedule --retime benchmarks/results/vs_metaschedule/fidelity/* --top 8
 
 MetaSchedule tunes the same module as the agents (``task.ir_module()``: with the default
 ``weights=packed`` the op's weights are marked ``layout_free_buffers``, so both sides' kernels
@@ -31,6 +35,7 @@ batches of 64 with the live backend's defaults.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -51,23 +56,41 @@ from tune_gym.tasks import Task
 TUNE_TIR = "tune_tir"
 
 
-#: The folder of a run's ``--out`` that keeps MetaSchedule's best record, as a one-record JSON database.
+#: The folder of a run's ``--out`` that keeps MetaSchedule's fastest records, as a JSON database.
 BEST_DB = "tune_tir_best"
+#: How many of MetaSchedule's fastest records a run keeps (``--retime --top`` re-times at most these;
+#: runs made before this was kept have one).
+KEEP = 8
 
 
-def keep_best(work_dir: Path, gflops: list[float], out: Path) -> None:
-    """Write MetaSchedule's best record of ``work_dir`` (the fastest of ``gflops``, one per record
-    in order) to ``out`` as a JSON database of its own: kilobytes, against megabytes for the whole
-    run, and enough to rebuild the best kernel (``--retime``)."""
+def keep_best(work_dir: Path, gflops: list[float], out: Path, top: int = KEEP) -> None:
+    """Write MetaSchedule's ``top`` fastest records of ``work_dir`` (by ``gflops``, one per record
+    in order; failed ones never), fastest first, to ``out`` as a JSON database of its own:
+    kilobytes, against megabytes for the whole run, and enough to rebuild those kernels
+    (``--retime``)."""
     lines = [line for line in (work_dir / "database_tuning_record.json").read_text().splitlines() if line.strip()]
+    if len(lines) != len(gflops):
+        raise ValueError(f"{work_dir}: {len(lines)} records against {len(gflops)} timings")
+    order = [int(i) for i in np.argsort(-np.asarray(gflops), kind="stable")[:top] if gflops[i] > 0]
     out.mkdir(parents=True, exist_ok=True)
     (out / "database_workload.json").write_text((work_dir / "database_workload.json").read_text())
-    (out / "database_tuning_record.json").write_text(lines[int(np.argmax(gflops))] + "\n")
+    (out / "database_tuning_record.json").write_text("".join(lines[i] + "\n" for i in order))
+
+
+def record_gflops(task: Task, work_dir: Path) -> list[float]:
+    """GFLOPS of each record of MetaSchedule's JSON database in ``work_dir``, in measurement order
+    (the database appends them so): the mean of its timings, 0 for a failed one."""
+    gflops: list[float] = []
+    for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
+        if line.strip():  # [workload index, [trace, run_secs, target, args_info]]; failures cost 1e10 s
+            costs = [float(c) for c in json.loads(line)[1][1] if float(c) < 1e9]
+            gflops.append(float(task.flops / np.mean(costs) / 1e9) if costs else 0.0)
+    return gflops
 
 
 def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path, keep: Path | None = None) -> dict[str, Any]:
     """Tune with MetaSchedule's ``tune_tir``; best GFLOPS after each trial, in order. With ``keep``,
-    the best record is kept there (:func:`keep_best`)."""
+    its fastest records are kept there (:func:`keep_best`)."""
     from tune_gym.tvm_support import ms
 
     m = ms()
@@ -83,13 +106,7 @@ def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path, keep: P
     )
     seconds = time.perf_counter() - start
     del database
-    # The JSON database appends records in measurement order.
-    records = [json.loads(line) for line in (work_dir / "database_tuning_record.json").read_text().splitlines()
-               if line.strip()]
-    gflops: list[float] = []
-    for rec in records:  # [workload index, [trace, run_secs, target, args_info]]; failures cost 1e10 s
-        costs = [float(c) for c in rec[1][1] if float(c) < 1e9]
-        gflops.append(float(task.flops / np.mean(costs) / 1e9) if costs else 0.0)
+    gflops = record_gflops(task, work_dir)
     if keep is not None and gflops:
         keep_best(work_dir, gflops, keep)
     return {"best_so_far": np.maximum.accumulate(gflops).tolist() if gflops else [], "seconds": seconds,
@@ -107,33 +124,46 @@ def agent_run(task: Task, agent: str, trials: int, seed: int, log: Path) -> dict
     return {"best_so_far": best, "seconds": summary.run.seconds, "trials": len(best)}
 
 
-def best_schedules(run_dir: Path) -> tuple[Task, dict[str, Any]]:
-    """The task of a finished run folder and ``{tuner: best schedule}``: each agent's best config
-    (by its log's recorded GFLOPS) and MetaSchedule's best record of its kept database."""
+def candidates(run_dir: Path, top: int = 1) -> tuple[Task, dict[str, list[tuple[float, Any]]]]:
+    """The task of a finished run folder and, per tuner, its ``top`` fastest distinct kernels by
+    the GFLOPS its run recorded, fastest first, as ``(GFLOPS, schedule)``: each agent's configs
+    from its log, MetaSchedule's records from its kept database (:func:`keep_best`; as many as
+    it kept)."""
     from tune_gym.records import load_records
     from tune_gym.space import KnobSpace
-    from tune_gym.tvm_support import ms
+    from tune_gym.tvm_support import ms, tvm
 
     summary = json.loads((run_dir / "summary.json").read_text())
     task = Task.parse(summary["task"])
     space = KnobSpace.for_task(task, "full")
-    schedules: dict[str, Any] = {}
+    out: dict[str, list[tuple[float, Any]]] = {}
     for name in summary["runs"]:
         if name == TUNE_TIR:
             work = run_dir / BEST_DB
             if not (work / "database_tuning_record.json").exists():
                 print(f"{run_dir}: MetaSchedule's best record was not kept ({BEST_DB}/); not re-timed")
                 continue
-            database = ms().database.JSONDatabase(work_dir=work)
-            schedules[name] = ms().tir_integration.compile_tir(database, task.ir_module(), task.target.tvm_target())
+            kept = []
+            for rec in ms().database.JSONDatabase(work_dir=str(work)).get_all_tuning_records():
+                costs = [float(c) for c in rec.run_secs if float(c) < 1e9]
+                if costs:  # rebuilt the way MetaSchedule's own compile_tir rebuilds its best record
+                    sch = tvm().s_tir.Schedule(rec.workload.mod)
+                    rec.trace.apply_to_schedule(sch, remove_postproc=False)
+                    kept.append((task.flops / float(np.mean(costs)) / 1e9, sch))
+            out[name] = sorted(kept, key=lambda c: -c[0])[:top]
             continue
-        records = [r for r in load_records(run_dir / f"{name}.jsonl", check=False) if r.result.ok]
-        best = max(records, key=lambda r: r.result.gflops)
-        sch, why = space.apply(best.config)
-        if sch is None:
-            raise RuntimeError(f"{run_dir / name}.jsonl: its best config no longer applies: {why}")
-        schedules[name] = sch
-    return task, schedules
+        fastest: dict[tuple[int, ...], float] = {}
+        for r in load_records(run_dir / f"{name}.jsonl", check=False):
+            if r.result.ok:
+                fastest[tuple(r.config)] = max(fastest.get(tuple(r.config), 0.0), r.result.gflops)
+        picked = []
+        for config, gflops in sorted(fastest.items(), key=lambda kv: -kv[1])[:top]:
+            sch, why = space.apply(config)
+            if sch is None:
+                raise RuntimeError(f"{run_dir / name}.jsonl: config {config} no longer applies: {why}")
+            picked.append((gflops, sch))
+        out[name] = picked
+    return task, out
 
 
 class _Chosen:
@@ -147,30 +177,48 @@ class _Chosen:
         return self.schedules[config[0]], ""
 
 
-def retime(run_dirs: list[Path], rounds: int, seed: int) -> list[dict[str, Any]]:
-    """Time the best kernel of every tuner of ``run_dirs`` again, interleaved (module docstring)."""
+def retime(run_dirs: list[Path], rounds: int, seed: int, top: int = 1, backend: Any = None) -> list[dict[str, Any]]:
+    """Time the ``top`` fastest kernels of every tuner of ``run_dirs`` again, interleaved (module
+    docstring). One row per tuner: ``retimed`` is the median of its during-run best; with
+    ``top`` > 1, ``confirmed`` is the best median of its candidates and ``confirmed_rank`` that
+    kernel's place in the run's own order (0: the during-run best). Every tuner of a run gets
+    the same number of candidates: ``top``, or fewer where one tuner's run kept fewer. ``backend``:
+    the live backend that times them (default: one with the tuning runs' settings, closed after)."""
     from tune_gym.measure.live import LiveBackend
 
     rows = []
     rng = np.random.default_rng(seed)
-    with LiveBackend() as backend:
+    with contextlib.nullcontext(backend) if backend is not None else LiveBackend() as backend:
         for run_dir in run_dirs:
-            task, schedules = best_schedules(run_dir)
-            names = list(schedules)
-            chosen = _Chosen([schedules[n] for n in names])
-            per_round: dict[str, list[float]] = {n: [] for n in names}
+            task, found = candidates(run_dir, top)
+            n = min([top, *(len(picked) for picked in found.values())])
+            if n < top:  # every tuner gets as many candidates as the one with fewest (a run made before KEEP)
+                print(f"{run_dir}: {n} candidate(s) per tuner, not {top}: that is all one tuner's run kept")
+                found = {name: picked[:n] for name, picked in found.items()}
+            kernels = [(name, rank) for name, picked in found.items() for rank in range(len(picked))]
+            chosen = _Chosen([found[name][rank][1] for name, rank in kernels])
+            per_round: list[list[float]] = [[] for _ in kernels]
             for _ in range(rounds):
-                order = rng.permutation(len(names))
+                order = rng.permutation(len(kernels))
                 results = backend.measure(task, chosen, [(int(i),) for i in order])  # type: ignore[arg-type]
                 for i, result in zip(order, results):
-                    per_round[names[i]].append(result.gflops if result.ok else 0.0)
+                    per_round[i].append(result.gflops if result.ok else 0.0)
             summary = json.loads((run_dir / "summary.json").read_text())
-            for name in names:
-                rows.append({"run": run_dir.name, "task": task.uri, "tuner": name,
-                             "during_run": summary["runs"][name]["best_so_far"][-1],
-                             "retimed": float(np.median(per_round[name])), "rounds": per_round[name]})
-                print(f"{run_dir.name:24s} {name:14s} during run {rows[-1]['during_run']:8.2f}  "
-                      f"re-timed {rows[-1]['retimed']:8.2f} GFLOPS", flush=True)
+            for name, picked in found.items():
+                first = kernels.index((name, 0))
+                medians = [float(np.median(per_round[first + rank])) for rank in range(len(picked))]
+                row: dict[str, Any] = {"run": run_dir.name, "task": task.uri, "tuner": name,
+                                       "during_run": summary["runs"][name]["best_so_far"][-1],
+                                       "retimed": medians[0], "rounds": per_round[first]}
+                line = f"{run_dir.name:24s} {name:16s} during run {row['during_run']:8.2f}  re-timed {medians[0]:8.2f}"
+                if n > 1:
+                    best = int(np.argmax(medians))
+                    row.update(confirmed=medians[best], confirmed_rank=best,
+                               candidates=[{"during_run": g, "retimed": m, "rounds": per_round[first + rank]}
+                                           for rank, ((g, _), m) in enumerate(zip(picked, medians))])
+                    line += f"  confirmed {medians[best]:8.2f} (candidate {best} of {len(picked)})"
+                rows.append(row)
+                print(line + " GFLOPS", flush=True)
     return rows
 
 
@@ -185,14 +233,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retime", type=Path, nargs="+", metavar="DIR",
                         help="re-time the best kernels of finished runs (their --out folders) and stop")
     parser.add_argument("--rounds", type=int, default=5, help="with --retime: timing rounds (median)")
+    parser.add_argument("--top", type=int, default=1,
+                        help=f"with --retime: re-time each tuner's TOP fastest kernels and confirm the best of them "
+                             f"(MetaSchedule keeps {KEEP} per run)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="keep MetaSchedule's whole database here (default: a temporary folder; its best "
                              "record is kept in the --out folder either way)")
     args = parser.parse_args(argv)
     if args.retime:
-        rows = retime(args.retime, args.rounds, args.seed)
-        out = args.retime[0].parent / "retimed.json"
+        if args.top < 1 or args.rounds < 1:
+            parser.error(f"--top and --rounds must be >= 1, got {args.top} and {args.rounds}")
+        rows = retime(args.retime, args.rounds, args.seed, args.top)
+        out = args.retime[0].parent / ("retimed.json" if args.top == 1 else f"retimed-top{args.top}.json")
         out.write_text(json.dumps({"host": host_fingerprint(), "host_id": host_id(), "rounds": args.rounds,
+                                   "top": args.top,
                                    "time": datetime.now(UTC).isoformat(), "rows": rows}, indent=1))
         print(f"written {out}")
         return 0

@@ -1,0 +1,98 @@
+"""The comparison with MetaSchedule's own tuner: what a run keeps of MetaSchedule's records, and
+re-timing each tuner's fastest kernels (``--retime --top``), on a tiny dense task, live."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks import vs_metaschedule as vs
+from tune_gym.records import load_records
+from tune_gym.space import KnobSpace
+from tune_gym.tasks import Task
+from tune_gym.tvm_support import ms
+
+TASK = Task.make("dense", m=32, n=32, k=32, weights="packed")
+
+
+def _commit(work, space, records):
+    """A MetaSchedule JSON database in ``work`` holding those of ``records`` that schedule, in
+    order, as tune_tir writes one: the schedule's trace, its timings (a failed one: MetaSchedule's
+    1e10 s). Returns the records committed."""
+    m = ms()
+    db = m.database.JSONDatabase(work_dir=str(work))
+    workload = db.commit_workload(space.mod)
+    committed = []
+    for rec in records:
+        sch, _ = space.apply(rec.config)
+        if sch is None:
+            continue
+        committed.append(rec)
+        costs = [float(c) for c in rec.result.costs] if rec.result.ok else [1e10]
+        db.commit_tuning_record(m.database.TuningRecord(
+            sch.trace, workload, run_secs=costs, target=space.target,
+            args_info=m.arg_info.ArgInfo.from_prim_func(space.mod["main"])))
+    return committed
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, live_backend):
+    """A finished run folder: a random search's log as an agent's, and the same configs committed
+    as MetaSchedule's database, of which the run keeps its 3 fastest."""
+    from agents.driver import tune
+
+    out = tmp_path_factory.mktemp("run")
+    summary = tune(TASK, agent="random", trials=8, batch=4, log=out / "random.jsonl", seed=0, preset="full",
+                   progress=False, reward_norm="none", backend=live_backend)
+    space = KnobSpace.for_task(TASK, "full")
+    work = tmp_path_factory.mktemp("ms")
+    records = _commit(work, space, load_records(out / "random.jsonl"))
+    assert sum(r.result.ok for r in records) >= 3
+    gflops = vs.record_gflops(TASK, work)
+    vs.keep_best(work, gflops, out / vs.BEST_DB, top=3)
+    runs = {"random": {"best_so_far": summary.run.best_so_far().tolist()},
+            vs.TUNE_TIR: {"best_so_far": np.maximum.accumulate(gflops).tolist()}}
+    (out / "summary.json").write_text(json.dumps({"task": TASK.uri, "runs": runs}))
+    return out, records, gflops
+
+
+def test_a_run_keeps_metaschedules_fastest_records_fastest_first(finished_run):
+    out, records, gflops = finished_run
+    assert gflops == pytest.approx([r.result.gflops if r.result.ok else 0.0 for r in records], rel=1e-9)
+    kept = vs.record_gflops(TASK, out / vs.BEST_DB)
+    assert kept == pytest.approx(sorted(gflops, reverse=True)[:3], rel=1e-9)
+
+
+def test_keep_best_refuses_timings_that_do_not_match_the_records(finished_run, tmp_path):
+    out, _, gflops = finished_run
+    with pytest.raises(ValueError, match="3 records against 2 timings"):
+        vs.keep_best(out / vs.BEST_DB, gflops[:2], tmp_path)
+
+
+def test_candidates_are_each_tuners_fastest_distinct_kernels(finished_run):
+    out, _, gflops = finished_run
+    task, found = vs.candidates(out, top=2)
+    assert task.uri == TASK.uri and set(found) == {"random", vs.TUNE_TIR}
+    logged = load_records(out / "random.jsonl")
+    fastest = sorted({r.config: r.result.gflops for r in logged if r.result.ok}.values(), reverse=True)
+    assert [g for g, _ in found["random"]] == pytest.approx(fastest[:2], rel=1e-9)
+    assert [g for g, _ in found[vs.TUNE_TIR]] == pytest.approx(sorted(gflops, reverse=True)[:2], rel=1e-9)
+    assert all(sch is not None for picked in found.values() for _, sch in picked)
+    _, one = vs.candidates(out)
+    assert [len(p) for p in one.values()] == [1, 1]
+
+
+def test_retime_confirms_the_best_median_of_each_tuners_candidates(finished_run, live_backend, capsys):
+    out, _, _ = finished_run
+    # MetaSchedule's run kept 3 records: every tuner gets 3 candidates
+    rows = vs.retime([out], rounds=2, seed=0, top=5, backend=live_backend)
+    assert "3 candidate(s) per tuner, not 5" in capsys.readouterr().out
+    assert [r["tuner"] for r in rows] == ["random", vs.TUNE_TIR]
+    for row in rows:
+        medians = [c["retimed"] for c in row["candidates"]]
+        assert len(medians) == 3
+        assert all(len(c["rounds"]) == 2 and min(c["rounds"]) > 0 for c in row["candidates"])
+        assert row["confirmed"] == max(medians) and row["confirmed_rank"] == int(np.argmax(medians))
+        assert row["retimed"] == medians[0] == float(np.median(row["rounds"]))
