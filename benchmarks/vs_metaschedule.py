@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=1,
                         help=f"with --retime: re-time each tuner's TOP fastest kernels and confirm the best of them "
                              f"(MetaSchedule keeps {KEEP} per run)")
+    parser.add_argument("--retime-out", type=Path, default=None, metavar="FILE",
+                        help="with --retime: where to write the figures (default: retimed.json, or retimed-topK.json "
+                             "with --top, beside the first run folder; an existing file there is never overwritten)")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="keep MetaSchedule's whole database here (default: a temporary folder; its best "
                              "record is kept in the --out folder either way)")
@@ -243,8 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.retime:
         if args.top < 1 or args.rounds < 1:
             parser.error(f"--top and --rounds must be >= 1, got {args.top} and {args.rounds}")
+        out = args.retime_out or args.retime[0].parent / (
+            "retimed.json" if args.top == 1 else f"retimed-top{args.top}.json")
+        if args.retime_out is None and out.exists():
+            parser.error(f"{out} exists (the figures of an earlier re-timing); name another file with --retime-out")
         rows = retime(args.retime, args.rounds, args.seed, args.top)
-        out = args.retime[0].parent / ("retimed.json" if args.top == 1 else f"retimed-top{args.top}.json")
         out.write_text(json.dumps({"host": host_fingerprint(), "host_id": host_id(), "rounds": args.rounds,
                                    "top": args.top,
                                    "time": datetime.now(UTC).isoformat(), "rows": rows}, indent=1))

@@ -96,3 +96,15 @@ def test_retime_confirms_the_best_median_of_each_tuners_candidates(finished_run,
         assert all(len(c["rounds"]) == 2 and min(c["rounds"]) > 0 for c in row["candidates"])
         assert row["confirmed"] == max(medians) and row["confirmed_rank"] == int(np.argmax(medians))
         assert row["retimed"] == medians[0] == float(np.median(row["rounds"]))
+
+
+def test_retime_never_overwrites_earlier_figures(finished_run, capsys):
+    out, _, _ = finished_run
+    earlier = out.parent / "retimed-top8.json"
+    earlier.write_text("{}")
+    with pytest.raises(SystemExit):
+        vs.main(["--retime", str(out), "--top", "8"])
+    assert f"{earlier} exists" in capsys.readouterr().err and earlier.read_text() == "{}"
+    with pytest.raises(SystemExit):
+        vs.main(["--retime", str(out), "--top", "0"])
+    assert "--top and --rounds must be >= 1, got 0 and 5" in capsys.readouterr().err
