@@ -166,6 +166,39 @@ def candidates(run_dir: Path, top: int = 1) -> tuple[Task, dict[str, list[tuple[
     return task, out
 
 
+def in_space(run_dir: Path) -> list[dict[str, Any]]:
+    """Whether each of MetaSchedule's kept records of a finished run is a config of the task's
+    ``full`` knob space, the one the agents search: per record, its GFLOPS, the config
+    (:meth:`~tune_gym.space.KnobSpace.config_of_trace`, ``None`` with ``why`` when it is not one)
+    and whether that config schedules the very program MetaSchedule's trace does. Where it does,
+    an agent that missed the kernel missed it in its search, not for want of a space that holds
+    it."""
+    import tvm_ffi
+
+    from tune_gym.space import KnobSpace, SpaceError
+    from tune_gym.tvm_support import ms, tvm
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    task = Task.parse(summary["task"])
+    space = KnobSpace.for_task(task, "full")
+    rows = []
+    for rec in ms().database.JSONDatabase(work_dir=str(run_dir / BEST_DB)).get_all_tuning_records():
+        costs = [float(c) for c in rec.run_secs if float(c) < 1e9]
+        gflops = task.flops / float(np.mean(costs)) / 1e9 if costs else 0.0
+        row: dict[str, Any] = {"run": run_dir.name, "gflops": gflops}
+        try:
+            config = space.config_of_trace(rec.trace)
+        except SpaceError as err:
+            rows.append({**row, "config": None, "same_program": False, "why": str(err)})
+            continue
+        ours, why = space.apply(config)
+        theirs = tvm().s_tir.Schedule(rec.workload.mod)
+        rec.trace.apply_to_schedule(theirs, remove_postproc=False)
+        same = ours is not None and bool(tvm_ffi.structural_equal(ours.mod, theirs.mod))
+        rows.append({**row, "config": list(config), "same_program": same, "why": why})
+    return rows
+
+
 class _Chosen:
     """A stand-in for a knob space whose config ``(i,)`` is the i-th of given schedules, so the
     live backend builds and times them exactly as it does a tuning run's configs."""
@@ -236,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=1,
                         help=f"with --retime: re-time each tuner's TOP fastest kernels and confirm the best of them "
                              f"(MetaSchedule keeps {KEEP} per run)")
+    parser.add_argument("--in-space", type=Path, nargs="+", metavar="DIR",
+                        help="say whether MetaSchedule's kept records of finished runs are configs of the agents' "
+                             "space (and the same program) and stop")
     parser.add_argument("--retime-out", type=Path, default=None, metavar="FILE",
                         help="with --retime: where to write the figures (default: retimed.json, or retimed-topK.json "
                              "with --top, beside the first run folder; an existing file there is never overwritten)")
@@ -243,6 +279,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep MetaSchedule's whole database here (default: a temporary folder; its best "
                              "record is kept in the --out folder either way)")
     args = parser.parse_args(argv)
+    if args.in_space:
+        for run_dir in args.in_space:
+            for row in in_space(run_dir):
+                if row["config"] is None:
+                    where = f"not in the space: {row['why']}"
+                elif row["same_program"]:
+                    where = f"config {tuple(row['config'])}, the same program"
+                else:
+                    where = f"config {tuple(row['config'])}, another program {row['why']}".rstrip()
+                print(f"{run_dir}: tune_tir {row['gflops']:8.2f} GFLOPS: {where}")
+        return 0
     if args.retime:
         if args.top < 1 or args.rounds < 1:
             parser.error(f"--top and --rounds must be >= 1, got {args.top} and {args.rounds}")

@@ -108,3 +108,13 @@ def test_retime_never_overwrites_earlier_figures(finished_run, capsys):
     with pytest.raises(SystemExit):
         vs.main(["--retime", str(out), "--top", "0"])
     assert "--top and --rounds must be >= 1, got 0 and 5" in capsys.readouterr().err
+
+
+def test_in_space_maps_metaschedules_records_back_to_the_configs_that_schedule_them(finished_run):
+    out, records, gflops = finished_run
+    rows = vs.in_space(out)
+    ran = [r for r in records if r.result.ok]
+    assert [row["gflops"] for row in rows] == pytest.approx(sorted(gflops, reverse=True)[:3], rel=1e-9)
+    for row in rows:  # the kept records were committed from these configs' own schedules
+        committed = min(ran, key=lambda r: abs(r.result.gflops - row["gflops"]))
+        assert row["same_program"] and tuple(row["config"]) == tuple(committed.config)
