@@ -23,6 +23,10 @@ writing down::
 
     python -m benchmarks.vs_metaschedule --retime benchmarks/results/vs_metaschedule/fidelity/* --top 8
 
+``--in-space DIR ...`` says, for MetaSchedule's kept records of finished runs, whether each is a
+config of the agents' space that schedules the same program (:func:`in_space`): where
+MetaSchedule is ahead, whether the agents' space holds its kernel.
+
 MetaSchedule tunes the same module as the agents (``task.ir_module()``: with the default
 ``weights=packed`` the op's weights are marked ``layout_free_buffers``, so both sides' kernels
 run on pre-packed weights, as a deployed model would), with its default evolutionary search
