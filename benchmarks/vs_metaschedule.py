@@ -182,6 +182,8 @@ def in_space(run_dir: Path) -> list[dict[str, Any]]:
     from tune_gym.space import KnobSpace, SpaceError
     from tune_gym.tvm_support import ms, tvm
 
+    if not (run_dir / BEST_DB / "database_tuning_record.json").exists():
+        raise FileNotFoundError(f"{run_dir}: MetaSchedule's records were not kept there ({BEST_DB}/)")
     summary = json.loads((run_dir / "summary.json").read_text())
     task = Task.parse(summary["task"])
     space = KnobSpace.for_task(task, "full")
@@ -280,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --retime: where to write the figures (default: retimed.json, or retimed-topK.json "
                              "with --top, beside the first run folder; an existing file there is never overwritten)")
     parser.add_argument("--work-dir", type=Path, default=None,
-                        help="keep MetaSchedule's whole database here (default: a temporary folder; its best "
-                             "record is kept in the --out folder either way)")
+                        help="keep MetaSchedule's whole database here (default: a temporary folder; its fastest "
+                             f"{KEEP} records are kept in the --out folder either way)")
     args = parser.parse_args(argv)
     if args.in_space:
         for run_dir in args.in_space:

@@ -118,3 +118,5 @@ def test_in_space_maps_metaschedules_records_back_to_the_configs_that_schedule_t
     for row in rows:  # the kept records were committed from these configs' own schedules
         committed = min(ran, key=lambda r: abs(r.result.gflops - row["gflops"]))
         assert row["same_program"] and tuple(row["config"]) == tuple(committed.config)
+    with pytest.raises(FileNotFoundError, match="MetaSchedule's records were not kept there"):
+        vs.in_space(out / vs.BEST_DB)
