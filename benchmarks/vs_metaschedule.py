@@ -81,15 +81,29 @@ def keep_best(work_dir: Path, gflops: list[float], out: Path, top: int = KEEP) -
     (out / "database_tuning_record.json").write_text("".join(lines[i] + "\n" for i in order))
 
 
+def _gflops(task: Task, run_secs: Any) -> float:
+    """GFLOPS of a MetaSchedule record's timings: the mean of them, 0 for a failed record
+    (MetaSchedule records a failure as 1e10 s)."""
+    costs = [float(c) for c in run_secs if float(c) < 1e9]
+    return float(task.flops / np.mean(costs) / 1e9) if costs else 0.0
+
+
+def _replay(rec: Any) -> Any:
+    """A MetaSchedule record's schedule, rebuilt as its ``Database.query_schedule`` rebuilds the
+    best one: its trace, postprocessing included, on the record's own workload."""
+    from tune_gym.tvm_support import tvm
+
+    sch = tvm().s_tir.Schedule(rec.workload.mod)
+    rec.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
 def record_gflops(task: Task, work_dir: Path) -> list[float]:
     """GFLOPS of each record of MetaSchedule's JSON database in ``work_dir``, in measurement order
-    (the database appends them so): the mean of its timings, 0 for a failed one."""
-    gflops: list[float] = []
-    for line in (work_dir / "database_tuning_record.json").read_text().splitlines():
-        if line.strip():  # [workload index, [trace, run_secs, target, args_info]]; failures cost 1e10 s
-            costs = [float(c) for c in json.loads(line)[1][1] if float(c) < 1e9]
-            gflops.append(float(task.flops / np.mean(costs) / 1e9) if costs else 0.0)
-    return gflops
+    (the database appends them so)."""
+    lines = (work_dir / "database_tuning_record.json").read_text().splitlines()
+    # a line: [workload index, [trace, run_secs, target, args_info]]
+    return [_gflops(task, json.loads(line)[1][1]) for line in lines if line.strip()]
 
 
 def metaschedule_run(task: Task, trials: int, seed: int, work_dir: Path, keep: Path | None = None) -> dict[str, Any]:
@@ -135,7 +149,7 @@ def candidates(run_dir: Path, top: int = 1) -> tuple[Task, dict[str, list[tuple[
     it kept)."""
     from tune_gym.records import load_records
     from tune_gym.space import KnobSpace
-    from tune_gym.tvm_support import ms, tvm
+    from tune_gym.tvm_support import ms
 
     summary = json.loads((run_dir / "summary.json").read_text())
     task = Task.parse(summary["task"])
@@ -147,14 +161,9 @@ def candidates(run_dir: Path, top: int = 1) -> tuple[Task, dict[str, list[tuple[
             if not (work / "database_tuning_record.json").exists():
                 print(f"{run_dir}: MetaSchedule's best record was not kept ({BEST_DB}/); not re-timed")
                 continue
-            kept = []
-            for rec in ms().database.JSONDatabase(work_dir=str(work)).get_all_tuning_records():
-                costs = [float(c) for c in rec.run_secs if float(c) < 1e9]
-                if costs:  # rebuilt the way MetaSchedule's own compile_tir rebuilds its best record
-                    sch = tvm().s_tir.Schedule(rec.workload.mod)
-                    rec.trace.apply_to_schedule(sch, remove_postproc=False)
-                    kept.append((task.flops / float(np.mean(costs)) / 1e9, sch))
-            out[name] = sorted(kept, key=lambda c: -c[0])[:top]
+            records = ms().database.JSONDatabase(work_dir=str(work)).get_all_tuning_records()
+            kept = [(_gflops(task, rec.run_secs), rec) for rec in records]
+            out[name] = [(g, _replay(rec)) for g, rec in sorted(kept, key=lambda c: -c[0]) if g > 0][:top]
             continue
         fastest: dict[tuple[int, ...], float] = {}
         for r in load_records(run_dir / f"{name}.jsonl", check=False):
@@ -180,7 +189,7 @@ def in_space(run_dir: Path) -> list[dict[str, Any]]:
     import tvm_ffi
 
     from tune_gym.space import KnobSpace, SpaceError
-    from tune_gym.tvm_support import ms, tvm
+    from tune_gym.tvm_support import ms
 
     if not (run_dir / BEST_DB / "database_tuning_record.json").exists():
         raise FileNotFoundError(f"{run_dir}: MetaSchedule's records were not kept there ({BEST_DB}/)")
@@ -189,18 +198,14 @@ def in_space(run_dir: Path) -> list[dict[str, Any]]:
     space = KnobSpace.for_task(task, "full")
     rows = []
     for rec in ms().database.JSONDatabase(work_dir=str(run_dir / BEST_DB)).get_all_tuning_records():
-        costs = [float(c) for c in rec.run_secs if float(c) < 1e9]
-        gflops = task.flops / float(np.mean(costs)) / 1e9 if costs else 0.0
-        row: dict[str, Any] = {"run": run_dir.name, "gflops": gflops}
+        row: dict[str, Any] = {"run": run_dir.name, "gflops": _gflops(task, rec.run_secs)}
         try:
             config = space.config_of_trace(rec.trace)
         except SpaceError as err:
             rows.append({**row, "config": None, "same_program": False, "why": str(err)})
             continue
         ours, why = space.apply(config)
-        theirs = tvm().s_tir.Schedule(rec.workload.mod)
-        rec.trace.apply_to_schedule(theirs, remove_postproc=False)
-        same = ours is not None and bool(tvm_ffi.structural_equal(ours.mod, theirs.mod))
+        same = ours is not None and bool(tvm_ffi.structural_equal(ours.mod, _replay(rec).mod))
         rows.append({**row, "config": list(config), "same_program": same, "why": why})
     return rows
 
