@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint typecheck install clean collect-medium docs docs-browser
+.PHONY: demo test test-heavy test-all lint typecheck install clean collect-medium docs docs-browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(STAMP)
 # One worker per core; a test file runs in one worker (its module fixtures are built once).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
+
+# What CI runs besides the default suite: the long live and multi-process tests (marker heavy).
+test-heavy: $(STAMP)
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m heavy
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadfile -m ''

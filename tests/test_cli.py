@@ -42,6 +42,7 @@ def _lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
+@pytest.mark.heavy
 def test_sigkill_then_resume_loses_nothing_and_measures_nothing_twice(tmp_path):
     log = tmp_path / "run.jsonl"
     env = {**os.environ, "TUNE_GYM_CORES": "2"}

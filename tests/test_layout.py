@@ -74,7 +74,9 @@ def _substitute(expr, axis0):
     return (expr[0], _substitute(expr[1], axis0), _substitute(expr[2], axis0))
 
 
-@pytest.mark.parametrize("task", [DENSE, CONV, NCHWC], ids=["dense", "conv2d", "conv2d_nchwc"])
+@pytest.mark.parametrize("task", [DENSE, pytest.param(CONV, marks=pytest.mark.heavy),
+                                  pytest.param(NCHWC, marks=pytest.mark.heavy)],
+                         ids=["dense", "conv2d", "conv2d_nchwc"])
 def test_live_corrupted_packed_kernel_is_wrong_result_and_correct_ones_pass(task, monkeypatch):
     space = KnobSpace.for_task(task, "compact")
     configs = space.sample_unique(np.random.default_rng(4), 3)
@@ -159,6 +161,7 @@ def test_kernel_mod_is_the_timed_kernel_without_the_layout_rewrite():
     assert given.kernel_mod(cfg).script() == given.apply(cfg)[0].mod.script()
 
 
+@pytest.mark.heavy
 def test_blocked_conv2d_computes_conv2d_nchw_with_given_weights():
     """conv2d_nchwc takes and returns conv2d_nchw's tensors; its blocked copies are inside the
     kernel, so with given (OIHW) weights every kernel matches PyTorch's conv2d too."""

@@ -249,6 +249,7 @@ def test_bench_resumes_after_sigkill_with_nothing_lost_or_run_twice(suite_file, 
     assert len(results.runs) == 8
 
 
+@pytest.mark.heavy
 def test_parallel_processes_give_the_same_runs(suite_file, tmp_path):
     serial = run_suite(load_suite(suite_file), tmp_path / "serial.jsonl", progress=False, seeds=2)
     parallel = run_suite(load_suite(suite_file), tmp_path / "parallel.jsonl", progress=False, seeds=2, jobs=2)
@@ -287,6 +288,7 @@ def test_leaderboard_lists_runs_not_made_yet(suite_file, tmp_path):
     assert "Agents without every run the suite asks of them (`-`) follow the ranked ones" in text
 
 
+@pytest.mark.heavy
 def test_ray_dispatch_on_a_local_instance(suite_file, tmp_path, data_dir):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,

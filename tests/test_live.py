@@ -115,6 +115,7 @@ def test_invalid_cuda_config_is_not_built():
     assert result.error == "invalid" and result.gflops == 0.0
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="TVM runs at most one thread per available CPU")
 def test_cpu_kernels_run_on_the_target_cores(dense_task, dense_space, monkeypatch):
     """TVM alone would size its pool to half the logical CPUs on x86-64 (1 on a 2-vCPU host): the

@@ -65,6 +65,7 @@ def test_prim_func_task_errors(store):
         Task.parse("tir://x/badbadbadbadbad0?target=llvm")
 
 
+@pytest.mark.heavy
 def test_prim_func_task_measures_live_and_checks_against_tvm(store):
     from tune_gym.measure.live import LiveBackend
     from tune_gym.space import KnobSpace
@@ -134,6 +135,7 @@ def test_gradient_scheduler_choices():
     assert [_pick(tasks, "round-robin", t) for t in (0, 1, 2, 3)] == [0, 1, 2, 0]
 
 
+@pytest.mark.heavy
 def test_tune_tiny_network_resume_compile_and_check(tiny, tmp_path):
     from agents.network import tune_network
 
@@ -159,6 +161,7 @@ def test_tune_tiny_network_resume_compile_and_check(tiny, tmp_path):
     assert summary[0]["task"].startswith("tir://")
 
 
+@pytest.mark.heavy
 def test_time_rounds_takes_builds_in_turn_and_pairs_ratios_by_round(tiny):
     from tune_gym.networks.timing import Latency, paired_ratio, time_rounds
 
@@ -181,6 +184,7 @@ def test_time_rounds_takes_builds_in_turn_and_pairs_ratios_by_round(tiny):
         time_rounds({"PyTorch eager": None}, tiny.inputs, threads=1)  # no torch_model to time
 
 
+@pytest.mark.heavy
 def test_profile_times_each_kernel_inside_the_network(tiny):
     from tune_gym.networks.timing import profile_executable
 
@@ -252,6 +256,7 @@ def test_network_track_on_tiny(tiny, tmp_path):
     assert "| 1 |" in (out / "tiny.md").read_text()
 
 
+@pytest.mark.heavy
 def test_packed_weights_network_tunes_compiles_and_matches_torch(tmp_path):
     """weights=packed: kernels marked layout_free_buffers, timed on pre-packed weights, and the
     network compiled with the packing folded into its constants."""
@@ -273,6 +278,7 @@ def test_packed_weights_network_tunes_compiles_and_matches_torch(tmp_path):
     np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.heavy
 def test_blocked_layout_network_tunes_compiles_and_matches_torch(tmp_path):
     """layout=NCHW<n>c: the convolutions whose channels the block divides compute in the blocked
     layout (TOPI's conv2d_NCHWc), the others stay NCHW, and the tuned network matches PyTorch."""

@@ -62,6 +62,7 @@ def _family(pids: list[int]) -> list[psutil.Process]:
     return out
 
 
+@pytest.mark.heavy
 def test_tune_through_two_devices(cluster, task, space, monkeypatch):
     assert "rpc" in BACKENDS
     configs = space.sample_unique(np.random.default_rng(0), 4)
