@@ -32,7 +32,8 @@ from tune_gym.external.replay import kt_dataset
 from tune_gym.tasks import Task
 
 HUB = Path(__file__).resolve().parents[2] / "shared" / "external" / "benchmark_hub"
-ENTRIES = ["random", "ga", "kt:random_sample", "kt:genetic_algorithm"]
+# kt:simulated_annealing ends its runs at 3/4 of max_fevals with its default temperatures (its own stopping rule)
+ENTRIES = ["random", "ga", "kt:random_sample", "kt:genetic_algorithm", "kt:simulated_annealing"]
 
 
 def _digest(path: Path) -> str:
@@ -155,6 +156,27 @@ def test_the_section_shows_times_and_p_of_agents_and_strategies(bench):
     assert f"| {band['mean']:.3f} | [{band['lower']:.3f}, {band['upper']:.3f}] |" in row
 
 
+def test_the_section_shows_p_per_task_and_the_share_of_the_budget_runs_used(bench):
+    text = bench[1].read_text()
+    lb = compute(bench[0])
+    (tid,) = lb.tasks
+    means = {entry: float(np.mean(lb.cells[(entry, tid)].p_trials)) for entry in ENTRIES}
+    table = text.split("P on the trials axis per task")[1].split("\n\n")[1].splitlines()
+    for entry, p in means.items():
+        shown = f"{p:.2f}"
+        shown = f"**{shown}**" if p == max(means.values()) else shown
+        assert f"| {entry} | {shown} |" in table, (entry, table)
+    # an entry is in the budget table when its runs end before the budget (its own stopping rule)
+    budget = _budget(next(iter(lb.tasks.values())).uri)
+    runs = read_results(bench[0])[1]
+    share = {e: float(np.mean([len(r["configs"]) / budget for r in runs if r["spec"]["agent"] == e])) for e in ENTRIES}
+    early = {e for e, v in share.items() if v < 0.995}
+    assert early == {"kt:simulated_annealing"}, share
+    used = text.split("trials evaluated per run as a share of the task's budget")[1].split("\n\n")[1]
+    assert [line.split(" | ")[0].removeprefix("| ") for line in used.splitlines()[2:]] == sorted(early)
+    assert f"| kt:simulated_annealing | {share['kt:simulated_annealing']:.2f} |" in used
+
+
 def test_the_standard_leaderboard_includes_the_section_with_its_plot(bench, tmp_path):
     from benchmarks.leaderboard.external_report import included_section
 
@@ -165,10 +187,11 @@ def test_the_standard_leaderboard_includes_the_section_with_its_plot(bench, tmp_
 
 
 def test_validate_confirms_the_file_and_reruns_the_strategies(bench):
-    report = validate(bench[0], rerun=8)
+    runs = 2 * len(ENTRIES)
+    report = validate(bench[0], rerun=runs)
     assert report.ok, report.problems
-    assert report.checked == 8 and report.rerun == 8
-    assert sum(k.startswith("kt:") for k in report.rerun_keys) == 4
+    assert report.checked == runs and report.rerun == runs
+    assert sum(k.startswith("kt:") for k in report.rerun_keys) == 2 * sum(map(kt_entries.is_entry, ENTRIES))
 
 
 def test_a_tampered_strategy_line_is_caught(bench, tmp_path):

@@ -243,7 +243,52 @@ def _task_tables(lb: Leaderboard, rows: list[dict[str, Any]], labels: dict[str, 
             cells.append(fmt(_median_best_ms(lb, cell), 4) if cell else
                          "n/a" if (r["entry"], tid) in lb.not_applicable else "-")
         lines.append(f"| {r['entry']} | " + " | ".join(cells) + " |")
-    return lines + [""]
+    return lines + _per_task_p(lb, rows, tids, short) + _budget_used(lb, rows, tids, short) + [""]
+
+
+def _per_task_p(lb: Leaderboard, rows: list[dict[str, Any]], tids: list[str], short: dict[str, str]) -> list[str]:
+    """P on the trials axis per task (mean over seeds), the highest of each task in bold: which methods win
+    on which space, which the device columns (a mean over both kernels) hide."""
+    means = {(r["entry"], tid): _mean(cell.p_trials) for r in rows for tid in tids
+             if (cell := lb.cells.get((r["entry"], tid))) is not None and cell.p_trials}
+    top = {tid: max((v for (_, t), v in means.items() if t == tid and not math.isnan(v)), default=math.nan)
+           for tid in tids}
+    lines = ["", "P on the trials axis per task, mean over seeds (the highest of each task in bold; entries "
+             "without every run count the runs they have):", "",
+             "| entry | " + " | ".join(short[t] for t in tids) + " |", "|---|" + "---:|" * len(tids)]
+    for r in rows:
+        cells = []
+        for tid in tids:
+            v = means.get((r["entry"], tid))
+            text = fmt(v, 2) if v is not None else "n/a" if (r["entry"], tid) in lb.not_applicable else "-"
+            cells.append(f"**{text}**" if v is not None and v == top[tid] else text)
+        lines.append(f"| {r['entry']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _budget_used(lb: Leaderboard, rows: list[dict[str, Any]], tids: list[str], short: dict[str, str]) -> list[str]:
+    """For entries that end runs before the budget (a strategy's own stopping rule): the trials a run
+    evaluated as a share of the task's P budget, mean over seeds. P holds the best found after the end."""
+    used: dict[str, dict[str, float]] = {}
+    for r in rows:
+        shares = {}
+        for tid in tids:
+            cell, td = lb.cells.get((r["entry"], tid)), lb.tasks[tid]
+            if cell is None or td.costs is None:
+                continue
+            budget = td.p_budgets[1] if td.p_budgets else M.random_budget(td.costs)
+            shares[tid] = float(np.mean([min(len(c), budget) / budget for c in cell.clocks]))
+        if shares and min(shares.values()) < 0.995:
+            used[r["entry"]] = shares
+    if not used:
+        return []
+    lines = ["", "Entries that end runs before the budget (their own stopping rule): trials evaluated per run as "
+             "a share of the task's budget, mean over seeds; after its end, a run's best found stands for the "
+             "rest of the budget:", "",
+             "| entry | " + " | ".join(short[t] for t in tids) + " |", "|---|" + "---:|" * len(tids)]
+    for entry, shares in used.items():
+        lines.append(f"| {entry} | " + " | ".join(f"{shares[t]:.2f}" if t in shares else "-" for t in tids) + " |")
+    return lines
 
 
 def _ms(lb: Leaderboard, tid: str, gflops: float) -> float:
