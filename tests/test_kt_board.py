@@ -33,7 +33,8 @@ from tune_gym.tasks import Task
 
 HUB = Path(__file__).resolve().parents[2] / "shared" / "external" / "benchmark_hub"
 # kt:simulated_annealing ends its runs at 3/4 of max_fevals with its default temperatures (its own stopping rule)
-ENTRIES = ["random", "ga", "kt:random_sample", "kt:genetic_algorithm", "kt:simulated_annealing"]
+ENTRIES = ["random", "ga", "kt:random_sample", "kt:genetic_algorithm", "kt:simulated_annealing",
+           "kt:simulated_annealing+restarts"]
 
 
 def _digest(path: Path) -> str:
@@ -103,7 +104,8 @@ def test_bench_runs_agents_and_strategies_as_ordinary_lines(toy, bench):
         assert line["task_uri"] == uri and line["ended"] in ("budget", "agent")
         assert len(line["configs"]) == len(line["clock"]) <= budget and np.all(np.diff(line["clock"]) > 0)
         assert len({tuple(c) for c in line["configs"]}) == len(line["configs"])  # repeats dropped
-    for line in (r for r in runs if kt_entries.is_entry(r["spec"]["agent"])):
+    plain = [r for r in runs if kt_entries.is_entry(r["spec"]["agent"]) and not kt_entries.restarts(r["spec"]["agent"])]
+    for line in plain:  # a restarted run: test_a_restarted_strategy_continues_its_plain_run_to_the_budget
         strategy = line["spec"]["agent"].removeprefix("kt:")
         assert line["agent_info"]["strategy"] == strategy
         assert line["agent_info"]["strategy_options"]["max_fevals"] == budget
@@ -118,6 +120,42 @@ def test_bench_runs_agents_and_strategies_as_ordinary_lines(toy, bench):
         times = np.array([1e6 / (g * 1e9) if g > 0 else math.nan for g in line["gflops"]])
         assert np.array_equal(np.isnan(times), np.isnan(trace.times()))
         assert line["ended"] == {"max_fevals": "budget", "strategy": "agent"}[trace.ended]
+
+
+def test_a_restarted_strategy_continues_its_plain_run_to_the_budget(toy, bench):
+    space, uri = toy
+    budget = _budget(uri)
+    runs = {(r["spec"]["agent"], r["spec"]["seed"]): r for r in read_results(bench[0])[1]}
+    for seed in (0, 1):
+        plain, restarted = runs[("kt:simulated_annealing", seed)], runs[("kt:simulated_annealing+restarts", seed)]
+        assert plain["ended"] == "agent" and len(plain["configs"]) < budget  # it stops at 3/4 of max_fevals
+        assert restarted["ended"] == "budget" and len(restarted["configs"]) == budget
+        assert restarted["configs"][:len(plain["configs"])] == plain["configs"]  # the first run is the plain one
+        assert len({tuple(c) for c in restarted["configs"]}) == budget  # a config met again is no trial
+        assert restarted["clock"][:len(plain["clock"])] == plain["clock"] and np.all(np.diff(restarted["clock"]) > 0)
+        assert "restarts" in restarted["agent_info"] and "restarts" not in plain["agent_info"]
+        # the later runs are the strategy's own with seeds drawn from the run's seed, handed the budget left
+        second = run_strategy(space.cache, "simulated_annealing", problem=space.problem,
+                              seed=int(np.random.SeedSequence([seed, 1]).generate_state(1)[0]),
+                              max_fevals=budget - len(plain["configs"]))
+        task = Task.parse(uri)
+        from tune_gym.space import KnobSpace
+
+        knobs = KnobSpace.for_task(task, "full")
+        seen = {tuple(c) for c in plain["configs"]}
+        new = [c for c in (list(knobs.from_dict(dict(zip(second.parameters, e.config)))) for e in second.trials)
+               if tuple(c) not in seen]
+        assert restarted["configs"][len(plain["configs"]):][:len(new)] == new
+
+
+def test_restart_entries_are_named_and_checked():
+    assert kt_entries.strategy_of("kt:pso+restarts") == "pso" and kt_entries.restarts("kt:pso+restarts")
+    assert not kt_entries.restarts("kt:pso") and not kt_entries.restarts("pso+restarts")
+    with pytest.raises(ValueError, match="'kt:nope\\+restarts' is not a Kernel Tuner strategy entry.*'\\+restarts'"):
+        kt_entries.strategy_of("kt:nope+restarts")
+    info = kt_entries.entry_info("kt:pso+restarts", 50)
+    assert info["strategy"] == "pso" and info["hyperparameters"] == "Kernel Tuner's defaults"
+    assert kt_entries.entry_info("kt:pso", 50) == {k: v for k, v in info.items() if k != "restarts"}
 
 
 @pytest.mark.slow
@@ -258,8 +296,11 @@ def test_the_shipped_external_suite():
     suite = load_suite("external")
     assert len(suite.tasks) == 12 and suite.seeds >= 25
     assert all(t.id.startswith("kt://") and t.preset == "full" for t in suite.tasks)
-    strategies = [kt_entries.strategy_of(a) for a in suite.agents if kt_entries.is_entry(a)]
-    assert sorted(strategies) == sorted(STRATEGIES)
+    plain = [kt_entries.strategy_of(a) for a in suite.agents if kt_entries.is_entry(a) and not kt_entries.restarts(a)]
+    assert sorted(plain) == sorted(STRATEGIES)
+    restarted = {kt_entries.strategy_of(a) for a in suite.agents if kt_entries.restarts(a)}
+    assert restarted == {"genetic_algorithm", "adaptive_tabu_greywolf", "pso", "simulated_annealing",
+                         "firefly_algorithm"}
     assert {"random", "xgb-sa", "ga", "contextual-sa"} <= set(suite.agents)
 
 

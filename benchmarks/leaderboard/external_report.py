@@ -165,8 +165,9 @@ def write_section(lb: Leaderboard, results: Path, out: Path, plots: Path, comman
         "benchmark + framework seconds. **Device** columns: P on trials / on time, averaged over the kernels "
         "measured on that device and over seeds. **source**: a tune_gym agent, or a Kernel Tuner "
         "strategy run in simulation mode with Kernel Tuner's default hyperparameters and `max_fevals` = the "
-        "trials budget. **agent s**: the entry's own compute per run (a Kernel Tuner strategy: its whole simulated "
-        "run).", "",
+        "trials budget; `+restarts`: the same strategy run again with new seeds each time it stops by itself "
+        "before the budget, sharing one cache, until the budget is spent. **agent s**: the entry's own compute "
+        "per run (a Kernel Tuner strategy: its whole simulated run).", "",
         "| rank | entry | source | P (trials) | 95% band | > next (trials) | P (time) | 95% band | > next (time) | "
         + " | ".join(devices) + " | runs | agent s |",
         "|---:|---|---|---:|---|---|---:|---|---|" + "---:|" * len(devices) + "---:|---:|",
