@@ -144,7 +144,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("leaderboard", help="write LEADERBOARD.md (table and plots) from a results file")
     p.add_argument("results", type=Path, nargs="?", default=_default_results("standard"))
     p.add_argument("--out", type=Path,
-                   help="markdown file (default: LEADERBOARD.md for the standard suite, else RESULTS.md)")
+                   help="markdown file (default: LEADERBOARD.md for the standard suite, else RESULTS.md); the "
+                        "plots go beside the results, into RESULTS without its suffix, whatever --out is")
     p.set_defaults(fn=cmd_leaderboard)
 
     p = sub.add_parser("validate", help="replay a results file and confirm every number")
