@@ -7,9 +7,13 @@ results), not as text dumps. Budgets (stated in docs/benchmarking.md, checked by
 
 * all tracked files together: :data:`BUDGET_MIB` MiB. After the leaderboard results were
   packed the checkout is about 55 MiB; the budget leaves room for the external suite's packed
-  results at 25 seeds (about 33 MiB, estimated from its first runs) and a little more. Data
-  that would not fit is a decision: raise the budget here and in docs/benchmarking.md in the same commit,
-  saying why;
+  results at 25 seeds (about 33 MiB, estimated from its first runs; 100 MiB then) and for its
+  five ``kt:NAME+restarts`` entries (about 8 MiB at 25 seeds: 4.9 MiB for their first 1,303 runs,
+  671 k of their 1,045 k trials, at 7.6 bytes per trial; a restarted run spends the whole budget
+  where the plain strategy stops early, dedispersion W6600's 3,062 trials included), raised to
+  115 MiB for them and the suite's last runs.
+  Data that would not fit is a decision: raise the budget here and in docs/benchmarking.md in
+  the same commit, saying why;
 * any one file: :data:`FILE_BUDGET_MIB` MiB, below the 50 MB at which GitHub warns (it refuses
   100 MB).
 
@@ -32,7 +36,7 @@ from pathlib import Path
 __all__ = ["BUDGET_MIB", "FILE_BUDGET_MIB", "over_budget", "tracked_sizes"]
 
 #: Budget of all tracked files together, in MiB.
-BUDGET_MIB = 100
+BUDGET_MIB = 115
 #: Budget of any one tracked file, in MiB.
 FILE_BUDGET_MIB = 40
 ROOT = Path(__file__).resolve().parents[1]
