@@ -270,14 +270,15 @@ def _per_task_p(lb: Leaderboard, rows: list[dict[str, Any]], tids: list[str], sh
 def _budget_used(lb: Leaderboard, rows: list[dict[str, Any]], tids: list[str], short: dict[str, str]) -> list[str]:
     """For entries that end runs before the budget (a strategy's own stopping rule): the trials a run
     evaluated as a share of the task's P budget, mean over seeds. P holds the best found after the end."""
+    budgets = {tid: td.p_budgets[1] if td.p_budgets else M.random_budget(td.costs)  # once per task: it sorts
+               for tid in tids if (td := lb.tasks[tid]).costs is not None}
     used: dict[str, dict[str, float]] = {}
     for r in rows:
         shares = {}
-        for tid in tids:
-            cell, td = lb.cells.get((r["entry"], tid)), lb.tasks[tid]
-            if cell is None or td.costs is None:
+        for tid, budget in budgets.items():
+            cell = lb.cells.get((r["entry"], tid))
+            if cell is None:
                 continue
-            budget = td.p_budgets[1] if td.p_budgets else M.random_budget(td.costs)
             shares[tid] = float(np.mean([min(len(c), budget) / budget for c in cell.clocks]))
         if shares and min(shares.values()) < 0.995:
             used[r["entry"]] = shares
