@@ -23,6 +23,10 @@ writing down::
 
     python -m benchmarks.vs_metaschedule --retime benchmarks/results/vs_metaschedule/fidelity/* --top 8
 
+A killed comparison resumes where it stopped when run again with the same arguments: the
+tuners whose runs finished are kept in the ``--out`` folder (``runs.partial.json``, with the
+PyTorch reference) and taken over; the one that was running starts again.
+
 ``--in-space DIR ...`` says, for MetaSchedule's kept records of finished runs, whether each is a
 config of the agents' space that schedules the same program (:func:`in_space`): where
 MetaSchedule is ahead, whether the agents' space holds its kernel.
@@ -65,6 +69,8 @@ BEST_DB = "tune_tir_best"
 #: How many of MetaSchedule's fastest records a run keeps (``--retime --top`` re-times at most these;
 #: runs made before this was kept have one).
 KEEP = 8
+#: The file of an ``--out`` folder that keeps the runs finished so far (:class:`Progress`).
+PARTIAL = "runs.partial.json"
 
 
 def keep_best(work_dir: Path, gflops: list[float], out: Path, top: int = KEEP) -> None:
@@ -210,6 +216,40 @@ def in_space(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+class Progress:
+    """The tuners of an ``--out`` folder whose runs have finished, kept in ``PARTIAL`` after each
+    one, so that a killed comparison resumes at the next tuner: a run (a tuner's whole budget) is
+    kept or done again, never half-kept. The PyTorch reference measured first is kept with them,
+    so a resumed comparison reports the one measured on the quiet machine before any tuning.
+
+    A folder's progress belongs to one (task, seed, budget); any other raises ``ValueError``
+    naming the file and the field that differs."""
+
+    def __init__(self, out: Path, task: str, seed: int, budget: int) -> None:
+        self.path = out / PARTIAL
+        self.key = {"task": task, "seed": seed, "budget": budget}
+        self.reference: dict[str, Any] | None = None
+        self.runs: dict[str, dict[str, Any]] = {}
+        if not self.path.exists():
+            return
+        try:
+            kept = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"{self.path}: not a comparison's progress ({err}); remove it to start again") from err
+        for field, value in self.key.items():
+            if kept.get(field) != value:
+                raise ValueError(f"{self.path}: kept runs are for {field} {kept.get(field)!r}, not {value!r}; "
+                                 f"use another --out or remove the file to start again")
+        self.reference = kept.get("reference")
+        self.runs = dict(kept.get("runs", {}))
+
+    def save(self) -> None:
+        """Write the reference and the finished runs, atomically."""
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**self.key, "reference": self.reference, "runs": self.runs}))
+        os.replace(tmp, self.path)
+
+
 class _Chosen:
     """A stand-in for a knob space whose config ``(i,)`` is the i-th of given schedules, so the
     live backend builds and times them exactly as it does a tuning run's configs."""
@@ -316,22 +356,33 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from tune_gym.measure.quiet import BusyHostError
-    from tune_gym.measure.reference import measure_reference
+    from tune_gym.measure.reference import Reference, measure_reference
 
     task = Task.parse(args.task)
     budget = max(args.trials)
     args.out.mkdir(parents=True, exist_ok=True)
+    progress = Progress(args.out, task.uri, args.seed, budget)
     reference = None
-    try:
-        reference = measure_reference(task) if task.has_torch_reference else None
-    except BusyHostError as err:  # the comparison between tuners stands without it
-        print(f"no PyTorch reference: {err}", flush=True)
-    runs: dict[str, dict[str, Any]] = {}
+    if progress.reference is not None:
+        reference = Reference.from_json(progress.reference)
+    elif task.has_torch_reference and not progress.runs:
+        try:
+            reference = measure_reference(task)
+        except BusyHostError as err:  # the comparison between tuners stands without it
+            print(f"no PyTorch reference: {err}", flush=True)
+        progress.reference = reference.to_json() if reference else None
+        progress.save()
+    runs = progress.runs
+    if runs:
+        print(f"{progress.path}: taking over the finished runs of {', '.join(runs)}", flush=True)
     for agent in args.agents:
+        if agent in runs:
+            continue
         print(f"{agent}: {budget} trials ...", flush=True)
         runs[agent] = agent_run(task, agent, budget, args.seed, args.out / f"{agent}.jsonl")
+        progress.save()
         print(f"  best {runs[agent]['best_so_far'][-1]:.2f} GFLOPS in {runs[agent]['seconds']:.0f} s", flush=True)
-    if not args.skip_metaschedule:
+    if not args.skip_metaschedule and TUNE_TIR not in runs:
         print(f"MetaSchedule tune_tir: {budget} trials ...", flush=True)
         if args.work_dir is not None:
             args.work_dir.mkdir(parents=True, exist_ok=True)
@@ -339,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             with tempfile.TemporaryDirectory() as work:
                 runs[TUNE_TIR] = metaschedule_run(task, budget, args.seed, Path(work), args.out / BEST_DB)
+        progress.save()
         print(f"  best {runs[TUNE_TIR]['best_so_far'][-1]:.2f} GFLOPS in "
               f"{runs[TUNE_TIR]['seconds']:.0f} s", flush=True)
 
@@ -371,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         {"task": task.uri, "reference": reference.to_json() if reference else None, "host": host_fingerprint(),
          "runs": runs,
          "seed": args.seed}, indent=1))
+    progress.path.unlink(missing_ok=True)
     print(text)
     return 0
 

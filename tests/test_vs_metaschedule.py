@@ -120,3 +120,57 @@ def test_in_space_maps_metaschedules_records_back_to_the_configs_that_schedule_t
         assert row["same_program"] and tuple(row["config"]) == tuple(committed.config)
     with pytest.raises(FileNotFoundError, match="MetaSchedule's records were not kept there"):
         vs.in_space(out / vs.BEST_DB)
+
+
+def test_a_killed_comparison_resumes_at_the_next_tuner_and_keeps_the_first_reference(tmp_path, monkeypatch):
+    """A comparison killed during its second tuner keeps the first tuner's run and the reference
+    measured before tuning; run again, it tunes only what is left. The tuners are stand-ins that
+    record their calls: what is under test is what the folder keeps and takes over."""
+    from tune_gym.measure import reference as ref
+
+    calls: list[str] = []
+    killed = {"b"}
+
+    def agent_run(task, agent, trials, seed, log):
+        calls.append(agent)
+        if agent in killed:
+            raise KeyboardInterrupt  # the session ends mid-run
+        return {"best_so_far": [1.0, float(len(calls))], "seconds": 2.0, "trials": 2}
+
+    def metaschedule_run(task, trials, seed, work_dir, keep=None):
+        calls.append(vs.TUNE_TIR)
+        return {"best_so_far": [0.5, 1.5], "seconds": 4.0, "trials": 2}
+
+    def measure_reference(task):
+        calls.append("reference")
+        return ref.Reference(gflops=2.0, method="stand-in", samples=(2.0,), host="h")
+
+    monkeypatch.setattr(vs, "agent_run", agent_run)
+    monkeypatch.setattr(vs, "metaschedule_run", metaschedule_run)
+    monkeypatch.setattr(ref, "measure_reference", measure_reference)
+    out = tmp_path / "run"
+    argv = ["--task", TASK.uri, "--trials", "1", "2", "--seed", "3", "--agents", "a", "b", "--out", str(out)]
+    with pytest.raises(KeyboardInterrupt):
+        vs.main(argv)
+    kept = json.loads((out / vs.PARTIAL).read_text())
+    assert calls == ["reference", "a", "b"] and list(kept["runs"]) == ["a"] and kept["seed"] == 3
+    assert not (out / "summary.json").exists()
+
+    killed.clear()
+    assert vs.main(argv) == 0
+    assert calls == ["reference", "a", "b", "b", vs.TUNE_TIR]  # a is taken over; nothing measured twice
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["runs"]) == ["a", "b", vs.TUNE_TIR] and summary["runs"]["a"]["best_so_far"] == [1.0, 2.0]
+    assert summary["reference"]["gflops"] == 2.0 and not (out / vs.PARTIAL).exists()
+    assert "| b | 1.00 | 4.00 | 2.00 |" in (out / "summary.md").read_text()  # x PyTorch from the kept reference
+
+
+def test_progress_of_another_comparison_is_refused_naming_the_field(tmp_path):
+    vs.Progress(tmp_path, TASK.uri, seed=0, budget=512).save()
+    with pytest.raises(ValueError, match=r"runs.partial.json: kept runs are for seed 0, not 1"):
+        vs.Progress(tmp_path, TASK.uri, seed=1, budget=512)
+    with pytest.raises(ValueError, match=r"kept runs are for budget 512, not 128"):
+        vs.Progress(tmp_path, TASK.uri, seed=0, budget=128)
+    (tmp_path / vs.PARTIAL).write_text("{")
+    with pytest.raises(ValueError, match="not a comparison's progress"):
+        vs.Progress(tmp_path, TASK.uri, seed=0, budget=512)
