@@ -254,6 +254,7 @@ def test_collect_random_then_exploration(tmp_path, records, train_seed, record_p
     assert len(load_dataset(out).meta["collection"]) == 2
 
 
+@pytest.mark.heavy
 def test_collect_survives_sigkill(tmp_path, records):
     """A collector process killed with SIGKILL loses at most the batch in flight."""
     out = tmp_path / "dense.parquet"

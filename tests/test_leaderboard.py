@@ -216,6 +216,7 @@ def test_agent_seeds_give_a_costly_entry_fewer_seeds(suite_file, tmp_path):
     assert len(report.runs) == 6 and validate(tmp_path / "fewer.jsonl").ok  # complete: nothing reported missing
 
 
+@pytest.mark.heavy
 def test_bench_resumes_after_sigkill_with_nothing_lost_or_run_twice(suite_file, tmp_path, data_dir):
     out = tmp_path / "results.jsonl"
     script = textwrap.dedent(f"""

@@ -27,6 +27,7 @@ def test_live_measurement_is_real_and_checked(dense_task, dense_space):
     assert not any(r.extra.get("checked") for r in results[1:])
 
 
+@pytest.mark.heavy
 def test_check_all_checks_every_kernel(dense_task, dense_space):
     configs = dense_space.sample_unique(np.random.default_rng(1), 3)
     with LiveBackend(repeat=1, min_repeat_ms=1, check_all=True) as backend:
@@ -67,6 +68,7 @@ def _wrong_run(job):
     return out
 
 
+@pytest.mark.heavy
 def test_worker_crash_is_recorded_and_run_goes_on(dense_task, dense_space, monkeypatch):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     from tune_gym.measure import workers
@@ -84,6 +86,7 @@ def test_worker_crash_is_recorded_and_run_goes_on(dense_task, dense_space, monke
         assert all(r.ok for r in again), [r.error_msg for r in again]
 
 
+@pytest.mark.heavy
 def test_wrong_result_is_flagged_and_checking_continues(dense_task, dense_space, monkeypatch):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     from tune_gym.measure import workers

@@ -419,6 +419,7 @@ time.sleep(900)
 
 
 @linux_only
+@pytest.mark.heavy
 def test_sigkill_of_the_owner_kills_its_workers_and_removes_its_directory(tmp_path):
     proc = _start(BUSY_POOL, tmp_path)
     try:
@@ -480,6 +481,7 @@ def test_a_new_work_directory_sweeps_first(tmp_path):
     workdir.close()
 
 
+@pytest.mark.heavy
 def test_live_kernels_are_built_in_the_backend_work_directory(dense_task, dense_space, live_backend):
     import shutil
 

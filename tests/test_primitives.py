@@ -94,6 +94,7 @@ def test_deterministic_in_process(cpu_space: KnobSpace) -> None:
     np.testing.assert_array_equal(encode_configs(cpu_space, configs), encode_configs(cpu_space, configs))
 
 
+@pytest.mark.heavy
 def test_deterministic_across_processes(cpu_space: KnobSpace) -> None:
     configs = [cpu_space.config(i) for i in (0, 7, 42, cpu_space.size - 1)]
     here = hashlib.sha256(encode_configs(cpu_space, configs).tobytes()).hexdigest()

@@ -107,6 +107,7 @@ def test_tune_through_two_devices(cluster, task, space, monkeypatch):
         backend.close()
 
 
+@pytest.mark.heavy
 def test_server_killed_mid_run(cluster, task, space):
     configs = space.sample_unique(np.random.default_rng(2), 6)
     calls: list[tuple[int, int]] = []
