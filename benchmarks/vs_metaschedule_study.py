@@ -57,6 +57,7 @@ def run_dir(root: Path, cpu: str, task: str, seed: int) -> Path:
 
 
 def retimed_file(root: Path, cpu: str, seed: int, top: int) -> Path:
+    """Where a seed's comparisons on that host, re-timed together with ``--top top``, are written."""
     return root / cpu / f"retimed-s{seed}-top{top}.json"
 
 
