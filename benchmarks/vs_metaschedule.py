@@ -87,6 +87,12 @@ def keep_best(work_dir: Path, gflops: list[float], out: Path, top: int = KEEP) -
     (out / "database_tuning_record.json").write_text("".join(lines[i] + "\n" for i in order))
 
 
+def best_at(run: dict[str, Any], n: int) -> float:
+    """A tuner's best GFLOPS after the first ``n`` trials of its run (a ``runs`` entry of ``summary.json``)."""
+    curve = run["best_so_far"]
+    return float(curve[min(n, len(curve)) - 1]) if curve else 0.0
+
+
 def _gflops(task: Task, run_secs: Any) -> float:
     """GFLOPS of a MetaSchedule record's timings: the mean of them, 0 for a failed record
     (MetaSchedule records a failure as 1e10 s)."""
@@ -393,10 +399,6 @@ def main(argv: list[str] | None = None) -> int:
         progress.save()
         print(f"  best {runs[TUNE_TIR]['best_so_far'][-1]:.2f} GFLOPS in "
               f"{runs[TUNE_TIR]['seconds']:.0f} s", flush=True)
-
-    def best_at(run: dict[str, Any], n: int) -> float:
-        curve = run["best_so_far"]
-        return curve[min(n, len(curve)) - 1] if curve else 0.0
 
     ms_run = runs.get(TUNE_TIR)
     lines = [f"# tune_gym agents vs MetaSchedule on {task.uri}", "",

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vs_metaschedule import TUNE_TIR
+from benchmarks.vs_metaschedule import TUNE_TIR, best_at
 
 ROOT = Path("benchmarks/results/vs_metaschedule")
 TASKS = ("resnet18:1", "bert_base:1", "mobilenet_v2:12")  # a convolution, a dense layer, a depthwise convolution
@@ -115,12 +115,6 @@ def _retimed_rows(root: Path) -> dict[tuple[Path, str], dict[str, dict[str, Any]
     return {key: tuners for key, (_, tuners) in best.items()}
 
 
-def _best_at(run: dict[str, Any], n: int) -> float:
-    """A run's best GFLOPS after its first ``n`` trials."""
-    curve = run["best_so_far"]
-    return float(curve[min(n, len(curve)) - 1]) if curve else 0.0
-
-
 def collect(root: Path, budgets: tuple[int, int] = (128, 512)) -> list[dict[str, Any]]:
     """One row per comparison folder under ``root`` with ``tune_tir`` and at least one tune_gym
     agent: host, task, seed, the best agent and ``tune_tir`` at the first and the last of
@@ -138,9 +132,9 @@ def collect(root: Path, budgets: tuple[int, int] = (128, 512)) -> list[dict[str,
                                "cpu": summary["host"]["llvm_cpu"], "task": summary["task"],
                                "seed": summary["seed"], "budgets": budgets}
         for label, n in zip(("first", "last"), budgets):
-            best = {name: _best_at(runs[name], n) for name in ours}
+            best = {name: best_at(runs[name], n) for name in ours}
             agent = max(ours, key=best.__getitem__)
-            row[label] = {"agent": agent, "gflops": best[agent], "tune_tir": _best_at(runs[TUNE_TIR], n)}
+            row[label] = {"agent": agent, "gflops": best[agent], "tune_tir": best_at(runs[TUNE_TIR], n)}
         tuners = retimed.get((summary_path.parent.parent, summary_path.parent.name))
         if tuners and TUNE_TIR in tuners and any(a in tuners for a in ours):
             figure = {name: float(r.get("confirmed", r["retimed"])) for name, r in tuners.items()}
