@@ -242,6 +242,10 @@ def test_a_run_cut_to_half_its_trials(env, tmp_path):
     j = _find(runs, "test-validate-stops", 0)
     runs[j] = _halve(runs[j])
     _fails(_write(tmp_path, lines[0], runs), "re-run from its seed proposes other configs from trial 6")
+    # recorded on another host: the problem names both hosts (floats may differ there, tune_gym.numerics)
+    runs = _runs(lines)
+    runs[i] = {**_halve(runs[i]), "ended": "agent", "host": "0123456789ab"}
+    _fails(_write(tmp_path, lines[0], runs), "(16 trials, the file has 8) (recorded on host 0123456789ab, re-run on ")
 
 
 def test_a_run_turned_into_not_applicable_or_a_refusal_given_trials(env, tmp_path):

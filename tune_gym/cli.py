@@ -339,8 +339,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Subcommands whose runs must give the same configs on every host: started again with the
+#: numerics pinned (:mod:`tune_gym.numerics`) when run as the ``tune-gym`` command.
+PINNED_COMMANDS = ("bench", "validate")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if argv is None and args.command in PINNED_COMMANDS:
+        from tune_gym.numerics import restart_pinned
+
+        restart_pinned(sys.argv[1:])
     try:
         return int(args.fn(args) or 0)
     except (TuneGymError, ValueError, FileNotFoundError, BusyHostError) as err:  # bad input, busy host: one line

@@ -523,6 +523,9 @@ class _RunChecks:
             why = ""
             if again.get("agent_info", {}) != line.get("agent_info", {}):
                 why = f" (the agent now runs with {again.get('agent_info')}, recorded {line.get('agent_info', {})})"
+            elif again.get("host") != line.get("host"):
+                why = (f" (recorded on host {line.get('host')}, re-run on {again.get('host')}: if the run was "
+                       f"written without pinned numerics, see tune_gym.numerics)")
             return (f"{where}: re-run from its seed proposes other configs from trial {first + 1} "
                     f"({len(again['configs'])} trials, the file has {len(line['configs'])}){why}")
         return None
