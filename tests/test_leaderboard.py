@@ -193,6 +193,42 @@ def test_runs_of_another_suite_are_taken_over_not_run_again(suite_file, tmp_path
     assert [r["configs"] for r in again.runs] == [r["configs"] for r in made.runs]
 
 
+def test_dropped_runs_are_gone_from_every_part_and_the_next_bench_runs_them_again(suite_file, tmp_path, capsys):
+    from benchmarks.leaderboard.cli import cmd_results
+    from benchmarks.leaderboard.results import drop_runs, pack_results, results_paths
+
+    out = tmp_path / "results.parquet"
+    run_suite(load_suite(suite_file), out, progress=False, seeds=2)  # packed: the first file
+    whole = run_suite(load_suite(suite_file), out, progress=False)  # seeds 2-3: a segment
+    assert results_paths(out)[0].with_suffix(".parquet.d").is_dir()
+    keys = [whole.runs[1]["key"], whole.runs[6]["key"]]  # one from each packed part
+    with pytest.raises(ResultsError, match="no run with key 'nope'"):
+        drop_runs(out, [keys[0], "nope"])
+    assert len(read_results(out)[1]) == 8  # refused: nothing changed
+    listed = tmp_path / "keys.txt"
+    listed.write_text(f"# runs to make again\n{keys[0]}\n\n{keys[1]}\n")
+    import argparse
+
+    cmd_results(argparse.Namespace(action="drop", results=[out], keys=listed))
+    assert "2 runs dropped" in capsys.readouterr().out
+    assert not results_paths(out)[0].with_suffix(".parquet.d").exists()  # one packed file again
+    left = read_results(out)[1]
+    assert [r["key"] for r in left] == [r["key"] for r in whole.runs if r["key"] not in keys]
+
+    def only(spec):  # the next bench runs the dropped runs, and nothing else
+        assert spec.key in keys, spec.key
+        from benchmarks.leaderboard.runner import run_one
+
+        return run_one(spec)
+
+    again = run_suite(load_suite(suite_file), out, progress=False, runner=only)
+    assert len(again.runs) == 8 and pack_results(out) == 0
+    redone = {r["key"]: r["configs"] for r in read_results(out)[1]}
+    assert all(redone[r["key"]] == r["configs"] for r in whole.runs)  # same seed, same run
+    report = validate(out, rerun=0)
+    assert report.ok, report.problems
+
+
 def test_agent_seeds_give_a_costly_entry_fewer_seeds(suite_file, tmp_path):
     plain = load_suite(suite_file)
     fewer = tmp_path / "fewer.toml"

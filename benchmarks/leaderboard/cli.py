@@ -6,6 +6,7 @@
     tune-gym results pack RESULTS...          move the journals' runs into the packed files (a new segment)
     tune-gym results pack --compact RESULTS   ... and merge the segments into one packed file (a release)
     tune-gym results unpack RESULTS OUT.jsonl  every line, as one JSON Lines file
+    tune-gym results drop RESULTS KEYS.txt     remove runs (one key per line): the next bench runs them again
 
 RESULTS names results by their packed file ``X.parquet`` or their journal ``X.jsonl``
 (:mod:`benchmarks.leaderboard.results`).
@@ -106,17 +107,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from benchmarks.leaderboard.results import compact_results, pack_results, results_paths, unpack_results
+    from benchmarks.leaderboard import results as R
 
+    if args.action == "drop":
+        text = args.keys.read_text(encoding="utf-8")
+        keys = [k.strip() for k in text.splitlines() if k.strip() and not k.lstrip().startswith("#")]
+        dropped = R.drop_runs(args.results[0], keys)
+        print(f"{R.results_paths(args.results[0])[0]}: {dropped} runs dropped; `tune-gym bench` runs them again")
+        return 0
     if args.action == "pack":
         for path in args.results:
-            moved = pack_results(path)
-            print(f"{results_paths(path)[0]}: {moved} runs moved from the journal")
+            moved = R.pack_results(path)
+            print(f"{R.results_paths(path)[0]}: {moved} runs moved from the journal")
             if args.compact:
-                merged = compact_results(path)
-                print(f"{results_paths(path)[0]}: {merged} segment{'' if merged == 1 else 's'} merged into it")
+                merged = R.compact_results(path)
+                print(f"{R.results_paths(path)[0]}: {merged} segment{'' if merged == 1 else 's'} merged into it")
         return 0
-    runs = unpack_results(args.results[0], args.out)
+    runs = R.unpack_results(args.results[0], args.out)
     print(f"{args.out}: {runs} runs")
     return 0
 
@@ -164,6 +171,11 @@ def register(sub: Any) -> None:
     q.add_argument("results", type=Path, nargs="+")
     q.add_argument("--compact", action="store_true",
                    help="then merge X.parquet and its segments into one new X.parquet (for a release)")
+    q.set_defaults(fn=cmd_results)
+    q = rsub.add_parser("drop", help="remove runs from the results (the next bench runs them again), e.g. runs "
+                                     "recorded on another host that validate cannot confirm here")
+    q.add_argument("results", type=Path, nargs=1)
+    q.add_argument("keys", type=Path, help="text file: the keys of the runs to drop, one per line")
     q.set_defaults(fn=cmd_results)
     q = rsub.add_parser("unpack", help="write every line of the results, in order, to a new JSON Lines file")
     q.add_argument("results", type=Path, nargs=1)

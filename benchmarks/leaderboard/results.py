@@ -50,6 +50,7 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,8 @@ from benchmarks.leaderboard.suite import Suite, SuiteError
 from tune_gym.jsonl import JsonlAppender, scan_jsonl
 
 __all__ = ["RESULTS_FORMAT", "RESULTS_VERSION", "ResultsError", "ResultsFile", "ResultsScan", "RunLine", "SuiteVersion",
-           "compact_results", "pack_results", "read_results", "results_lines", "results_paths", "scan_results",
-           "unpack_results"]
+           "compact_results", "drop_runs", "pack_results", "read_results", "results_lines", "results_paths",
+           "scan_results", "unpack_results"]
 
 RESULTS_FORMAT = "tune_gym-bench-results"
 RESULTS_VERSION = 1
@@ -454,6 +455,40 @@ def compact_results(path: str | os.PathLike[str]) -> int:
             return P.merge_segments(results_paths(path)[0])
         except P.PackedError as err:
             raise ResultsError(str(err)) from None
+
+
+def drop_runs(path: str | os.PathLike[str], keys: Iterable[str]) -> int:
+    """Remove the runs named by ``keys`` from the results named ``path``, so that the next
+    ``tune-gym bench`` runs them again (for runs ``validate`` cannot confirm on the host that
+    will check the file: recorded elsewhere with other floating-point code, see
+    :mod:`tune_gym.numerics`); returns the number of lines removed.
+
+    Under the journal's lock: the journal is packed, then every other run (and the suite
+    updates, in their places) is written as one new packed file that lists the segments it
+    replaces, as a compaction does, so a drop killed at any point leaves either the old runs or
+    the new ones, never both (:func:`.packed.drop_merged` removes the replaced segments).
+
+    Raises:
+        ResultsError: a key names no run of the results (nothing is changed), a benchmark is
+            appending to them, or what :func:`pack_results` raises.
+    """
+    wanted = set(keys)
+    _, journal = results_paths(path)
+    _exists(path)
+    with _lock(journal) as appender:
+        _pack(Path(path), appender)
+        packed = results_paths(path)[0]
+        P.drop_merged(packed)
+        scan = _scan(path, verify=True, whole=True)
+        if missing := sorted(wanted - {r.obj.get("key") for r in scan.runs}):
+            raise ResultsError(f"{path}: no run with key {missing[0]!r}"
+                               + (f" (and {len(missing) - 1} more keys)" if len(missing) > 1 else ""))
+        kept = [r for r in scan.runs if r.obj.get("key") not in wanted]
+        updates = [(sum(1 for r in kept if r.lineno < v.lineno), v.line) for v in scan.versions[1:]]
+        P.write_packed(packed, scan.versions[0].line, updates, P.encode([r.obj for r in kept]),
+                       merged=[part.seal for part in scan.parts[1:]])
+        P.drop_merged(packed)
+    return len(scan.runs) - len(kept)
 
 
 def _exists(path: str | os.PathLike[str]) -> None:
