@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["OPT_OUT", "is_pinned", "pinned_environ", "restart_pinned"]
 
@@ -57,25 +57,13 @@ _FIXED = {
 
 def _numpy_above_avx2() -> list[str]:
     """NumPy's dispatched CPU features above AVX2/FMA in this build (``X86_V4`` and the ``AVX512*``
-    groups), read from its extension module without loading NumPy's Python package when it is not
-    loaded yet (that would freeze its dispatch before the variable is set)."""
-    if "numpy" in sys.modules:
-        dispatch = _dispatch_list()
-    else:
-        import subprocess
-
-        code = "from tune_gym.numerics import _dispatch_list; print(' '.join(_dispatch_list()))"
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        dispatch = out.stdout.split()
-    return [f for f in dispatch if f == "X86_V4" or f.startswith("AVX512")]
-
-
-def _dispatch_list() -> list[str]:
+    groups). Reading them loads NumPy here, which is harmless: the pin acts in the process that
+    :func:`restart_pinned` starts, not in this one."""
     try:  # NumPy 2
         from numpy._core import _multiarray_umath as umath  # type: ignore[attr-defined]
     except ImportError:  # NumPy 1
         from numpy.core import _multiarray_umath as umath  # type: ignore[no-redef]
-    return [str(f) for f in umath.__cpu_dispatch__]
+    return [str(f) for f in umath.__cpu_dispatch__ if f == "X86_V4" or str(f).startswith("AVX512")]
 
 
 def pinned_environ() -> dict[str, str]:
@@ -83,7 +71,7 @@ def pinned_environ() -> dict[str, str]:
     return {"NPY_DISABLE_CPU_FEATURES": " ".join(_numpy_above_avx2()), **_FIXED}
 
 
-def is_pinned(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
+def is_pinned(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``environ`` (default: this process's) already pins the numerics, or opts out."""
     env = os.environ if environ is None else environ
     if env.get(OPT_OUT) == "native":
