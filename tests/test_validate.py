@@ -8,6 +8,7 @@ die with a killed benchmark."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -166,6 +167,41 @@ def test_the_rerun_sample_is_drawn_from_the_files_content(env, tmp_path):
             break
     else:
         pytest.fail("20 files drew the same sample of re-runs")
+
+
+def test_a_validation_given_its_log_takes_only_the_reruns_it_holds_for_this_host_and_code(env, tmp_path, capsys):
+    """--log: a killed validation goes on where it stopped; an answer counts only for the same run
+    line re-run on the same host, numerics and code, and a problem it holds names the run's place now."""
+    _, lines = env
+    runs = _runs(lines)
+    cut = _find(runs, "random", 1)
+    runs[cut] = {**_halve(runs[cut]), "ended": "agent"}  # its re-run proposes more: a problem
+    path, log = _write(tmp_path, lines[0], runs), tmp_path / "reruns.jsonl"
+    first = validate(path, rerun=2, log=log)
+    assert first.rerun == 5 and first.resumed == 0
+    assert sum("re-run from its seed proposes other configs" in p for p in first.problems) == 1, first.problems
+    entries = [json.loads(t) for t in log.read_text().splitlines()]
+    assert len(entries) == 5 and [e["key"] for e in entries] == first.rerun_keys
+    assert sum(e["problem"] is not None for e in entries) == 1
+    assert not any(str(path) in (e["problem"] or "") for e in entries)  # the place is not stored
+
+    log.write_text("\n".join(log.read_text().splitlines()[:3]) + '\n{"run": "ab')  # killed: 3 answers, a torn 4th
+    assert validate(path, rerun=2, log=log) == dataclasses.replace(first, resumed=3)
+    assert validate(path, rerun=2, log=log) == dataclasses.replace(first, resumed=5)  # the 2 re-run are logged
+    capsys.readouterr()
+    assert main(["validate", str(path), "--rerun", "2", "--log", str(log)]) == 1
+    assert f"5 re-run from their seeds (5 of them answered by {log})" in capsys.readouterr().out
+
+    moved = _write(tmp_path, lines[0], [runs[-1], *runs[:-1]], "moved.jsonl")  # every run on another line
+    again = validate(moved, rerun=0, log=log)  # the runs ended early: re-run for sure, whatever the sample
+    assert again.resumed == again.rerun == 3 and again.problems == validate(moved, rerun=0).problems
+
+    runs[cut]["wall_secs"] += 1  # another line: its answer is not the log's; the two other runs' are
+    edited = validate(_write(tmp_path, lines[0], runs, "edited.jsonl"), rerun=0, log=log)
+    assert edited.rerun == 3 and edited.resumed == 2
+    other = [{**e, "identity": {**e["identity"], "host": "0" * 12}} for e in entries]
+    log.write_text("".join(json.dumps(e) + "\n" for e in other))  # answers from another host (or code)
+    assert validate(path, rerun=2, log=log).resumed == 0
 
 
 # ----------------------------------------------------------------------------------------------- tampering
@@ -654,8 +690,9 @@ def test_validate_in_worker_processes_gives_the_same_report(env, tmp_path):
     run cut short, and one drawn) and problems in the same order as one process."""
     _, lines = env
     path = _tampered_grown_file(tmp_path, lines)
-    serial, parallel = validate(path, rerun=2), validate(path, rerun=2, jobs=2)
+    serial, parallel = validate(path, rerun=2), validate(path, rerun=2, jobs=2, log=tmp_path / "log.jsonl")
     assert serial == parallel
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == parallel.rerun  # each answer as it came
     assert serial.stale == 2 and serial.checked == 5 and serial.rerun == 2
     for needle in (":5: invalid JSON", "flops is 32768", "is not the agent's", "repeats the run of line",
                    "not a run of suite", "1 of the 6 runs of suite", "re-run from its seed proposes other configs"):

@@ -2,7 +2,7 @@
 
     tune-gym bench --suite quick [--jobs N] [--seeds S] [--agents a,b] [--out FILE] [--ray ADDRESS] [--reuse OTHER]
     tune-gym leaderboard [RESULTS] [--out LEADERBOARD.md]
-    tune-gym validate RESULTS [--rerun N] [--jobs N]
+    tune-gym validate RESULTS [--rerun N] [--jobs N] [--log FILE]
     tune-gym results pack RESULTS...          move the journals' runs into the packed files (a new segment)
     tune-gym results pack --compact RESULTS   ... and merge the segments into one packed file (a release)
     tune-gym results unpack RESULTS OUT.jsonl  every line, as one JSON Lines file
@@ -92,7 +92,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ValueError(f"--jobs: {args.jobs} is not a number of worker processes (1 or more)")
     try:
-        report = validate(args.results, rerun=args.rerun, jobs=args.jobs)
+        report = validate(args.results, rerun=args.rerun, jobs=args.jobs, log=args.log)
     except WorkerDied as err:
         print(f"tune-gym validate: error: {err}", file=sys.stderr)
         return 2
@@ -101,7 +101,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if report.rerun_keys:
         print(f"re-run from their seeds: {'; '.join(report.rerun_keys)}")
     stale = f" ({report.stale} runs of an earlier version of the suite not checked)" if report.stale else ""
-    print(f"{args.results}: {report.checked} runs replayed, {report.rerun} re-run from their seeds{stale}: "
+    resumed = f" ({report.resumed} of them answered by {args.log})" if report.resumed else ""
+    print(f"{args.results}: {report.checked} runs replayed, {report.rerun} re-run from their seeds{resumed}{stale}: "
           + ("every number confirmed" if report.ok else f"{len(report.problems)} problems"))
     return 0 if report.ok else 1
 
@@ -162,6 +163,9 @@ def register(sub: Any) -> None:
                         "(runs its agent ended early are re-run besides)")
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes checking and re-running the runs (the report is the same as with one)")
+    p.add_argument("--log", type=Path, metavar="FILE",
+                   help="append each re-run's answer to FILE; given again, take the answers it holds for unchanged "
+                        "runs re-run on this host with this code (resumes a killed validation)")
     p.set_defaults(fn=cmd_validate)
 
     p = sub.add_parser("results", help="pack results (their journal into the Parquet file) or unpack them to JSONL")

@@ -39,6 +39,15 @@ Every problem found is one line naming the run, its line of the file and the fie
 
 Live runs cannot be replayed or re-run; every other check applies to them.
 
+**Resumed** (``log``, ``tune-gym validate --log FILE``): each re-run's answer is appended to
+``FILE`` as it comes (one JSON line: the SHA-256 of the run's line, its key, what the answer
+depends on besides the line, :func:`rerun_identity`, and the problem or null). Given the same
+``FILE`` again, a validation takes the answers of runs whose line is unchanged and that were
+re-run on this host, with these numerics and this code, instead of re-running them; a killed
+validation of a large file thus goes on where it stopped. The report counts them
+(:attr:`Validation.resumed`). The log is the validating user's own record: a validation meant to
+convince someone else runs without it.
+
 **In parallel** (``jobs`` > 1, ``tune-gym validate --jobs N``): the checks of each run (its
 identity, agent, length and numbers) and the re-runs go to ``jobs`` worker processes, set up as
 the bench's (:mod:`.runner`: one thread each, and they die with the validation that started
@@ -52,6 +61,7 @@ workers held, its own among them (:class:`WorkerDied`); each holds one chunk at 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -67,7 +77,7 @@ from benchmarks.leaderboard import metrics as M
 from benchmarks.leaderboard.results import ResultsScan, RunLine, scan_results
 from benchmarks.leaderboard.suite import RunSpec, Suite, SuiteError, base_agent
 
-__all__ = ["FLOAT_RTOL", "Validation", "WorkerDied", "validate"]
+__all__ = ["FLOAT_RTOL", "Validation", "WorkerDied", "rerun_identity", "validate"]
 
 #: Relative tolerance of a replayed float against the recorded one. Replay reproduces every bit,
 #: but the surrogate's XGBoost sums its trees with the host's SIMD width, so the same prediction
@@ -92,6 +102,7 @@ class Validation:
     rerun: int = 0
     stale: int = 0  # runs of an earlier version of the suite, not checked
     rerun_keys: list[str] = field(default_factory=list)  # the runs re-run from their seeds, in order
+    resumed: int = 0  # of the re-runs, those whose answer came from the log (``log``)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -104,11 +115,12 @@ class WorkerDied(RuntimeError):
     not checked, so the file is not confirmed."""
 
 
-def validate(results: str | Path, rerun: int = 3, jobs: int = 1) -> Validation:
+def validate(results: str | Path, rerun: int = 3, jobs: int = 1, log: str | Path | None = None) -> Validation:
     """Check every line of ``results`` (see the module docstring); ``rerun`` sampled runs are re-executed.
 
     ``jobs`` > 1 checks the runs and re-runs them in that many worker processes; the report is
-    the same as with one.
+    the same as with one. ``log``: a file of re-run answers to take and to append to (module
+    docstring, *Resumed*).
 
     Raises:
         ResultsError: the file is missing or its header is not a results header.
@@ -121,7 +133,7 @@ def validate(results: str | Path, rerun: int = 3, jobs: int = 1) -> Validation:
     import torch
 
     torch.set_num_threads(1)  # as run_one: models give the same numbers as when the file was written
-    checker = _Checker(scan_results(results, verify=True))
+    checker = _Checker(scan_results(results, verify=True), None if log is None else _RerunLog(Path(log)))
     if jobs == 1:
         return checker.run(rerun, _Serial(checker.checks))
     with _Workers(jobs, checker) as workers:
@@ -223,8 +235,9 @@ class _Checker:
     """One validation of one file: the file, the set of runs and the choice of re-runs, here; each
     run's own checks and its re-run by a :class:`_RunChecks`, in this process or in workers."""
 
-    def __init__(self, scan: ResultsScan) -> None:
+    def __init__(self, scan: ResultsScan, log: _RerunLog | None = None) -> None:
         self.scan = scan
+        self.log = log
         self.report = Validation()
         self.suite = Suite.from_dict(scan.header["suite"])
         self.current = {spec.key for spec in self.suite.runs()}
@@ -329,7 +342,18 @@ class _Checker:
         rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
         picked = sorted(rng.choice(len(pool), size=min(rerun, len(pool)), replace=False).tolist()) if pool else []
         chosen = [*to_rerun, *(pool[i] for i in picked)]
-        for (_, spec), problem in zip(chosen, jobs.rerun(chosen)):
+        answers = self.log.answers(chosen) if self.log is not None else {}
+        self.report.resumed = len(answers)
+        todo = [i for i in range(len(chosen)) if i not in answers]
+        log = self.log
+
+        def done(j: int, problem: str | None) -> None:
+            answers[todo[j]] = problem
+            if log is not None:
+                log.write(*chosen[todo[j]], problem)
+
+        jobs.rerun([chosen[i] for i in todo], done)
+        for (_, spec), problem in zip(chosen, (answers[i] for i in range(len(chosen)))):
             self.report.rerun += 1
             self.report.rerun_keys.append(spec.key)
             if problem is not None:
@@ -592,7 +616,96 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+# ------------------------------------------------------------------------------------------ the re-run log
+
+#: The packages whose code a re-run runs (agents, harness, Kernel Tuner entries, the core).
+_CODE_PACKAGES = ("tune_gym", "agents", "benchmarks")
+#: The distributions whose arithmetic or choices a re-run goes through.
+_CODE_DISTRIBUTIONS = ("numpy", "scipy", "torch", "xgboost", "scikit-learn", "botorch", "gpytorch",
+                       "stable-baselines3", "kernel_tuner", "apache-tvm")
+
+
+def rerun_identity() -> dict[str, str]:
+    """What a re-run's answer depends on besides the run's line: this host (:func:`tune_gym.host.host_id`),
+    the numerics pin's variables (:mod:`tune_gym.numerics`) and the code: a SHA-256 of the
+    project's Python sources and the versions of the libraries its agents compute with."""
+    import importlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from tune_gym.host import host_id
+    from tune_gym.numerics import OPT_OUT, pinned_environ
+
+    code = hashlib.sha256()
+    for package in _CODE_PACKAGES:
+        root = Path(importlib.import_module(package).__file__ or "").parent
+        for source in sorted(root.rglob("*.py")):
+            code.update(f"{package}/{source.relative_to(root).as_posix()}\0".encode())
+            code.update(source.read_bytes())
+    for dist in _CODE_DISTRIBUTIONS:
+        try:
+            code.update(f"{dist}=={version(dist)}\0".encode())
+        except PackageNotFoundError:
+            code.update(f"{dist} absent\0".encode())
+    numerics = {name: os.environ.get(name, "") for name in (*pinned_environ(), OPT_OUT)}
+    return {"host": host_id(), "numerics": json.dumps(numerics, sort_keys=True), "code": code.hexdigest()}
+
+
+class _RerunLog:
+    """The re-runs' answers of earlier validations (module docstring, *Resumed*): a JSON Lines file,
+    appended to one answer at a time (a torn last line, from a kill, is skipped and left alone)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.identity = rerun_identity()
+
+    @staticmethod
+    def _where(run: RunLine, spec: RunSpec) -> str:
+        return f"{run.where}: run {spec.key}"  # how a re-run's problem names the run (_RunChecks.rerun)
+
+    @staticmethod
+    def _digest(run: RunLine) -> str:
+        return hashlib.sha256(run.text.encode()).hexdigest()
+
+    def answers(self, chosen: list[tuple[RunLine, RunSpec]]) -> dict[int, str | None]:
+        """The answers the log holds for ``chosen`` (by index): same line, host, numerics and code."""
+        if not self.path.exists():
+            return {}
+        known: dict[str, str | None] = {}
+        for text in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("identity") == self.identity and isinstance(entry.get("run"), str):
+                known[entry["run"]] = entry.get("problem")
+        found: dict[int, str | None] = {}
+        for i, (run, spec) in enumerate(chosen):
+            if (digest := self._digest(run)) in known:
+                problem = known[digest]
+                found[i] = None if problem is None else f"{self._where(run, spec)}: {problem}"
+        return found
+
+    def write(self, run: RunLine, spec: RunSpec, problem: str | None) -> None:
+        where = self._where(run, spec)
+        if problem is not None and problem.startswith(where + ": "):
+            problem = problem[len(where) + 2:]  # the place is the file's, not the answer's
+        entry = {"run": self._digest(run), "key": spec.key, "identity": self.identity, "problem": problem}
+        torn = False
+        if self.path.exists() and self.path.stat().st_size:
+            with self.path.open("rb") as f:
+                f.seek(-1, os.SEEK_END)
+                torn = f.read(1) != b"\n"
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(("\n" if torn else "") + json.dumps(entry, sort_keys=True) + "\n")  # a torn line stays alone
+            out.flush()
+            os.fsync(out.fileno())
+
+
 # ------------------------------------------------------------------------------------------ jobs
+
+
+#: Told each re-run's answer as it comes: its index among those asked, and its problem or None.
+_Done = Callable[[int, "str | None"], None]
 
 
 class _Jobs(Protocol):
@@ -600,7 +713,8 @@ class _Jobs(Protocol):
 
     def check(self, due: list[_Due]) -> list[_Outcome]: ...
 
-    def rerun(self, chosen: list[tuple[RunLine, RunSpec]]) -> list[str | None]: ...
+    def rerun(self, chosen: list[tuple[RunLine, RunSpec]], done: _Done) -> None:
+        """Re-run ``chosen``; ``done(i, problem)`` as the answer of ``chosen[i]`` comes."""
 
 
 class _Serial:
@@ -612,8 +726,9 @@ class _Serial:
     def check(self, due: list[_Due]) -> list[_Outcome]:
         return [self.checks.check(*item) for item in due]
 
-    def rerun(self, chosen: list[tuple[RunLine, RunSpec]]) -> list[str | None]:
-        return [self.checks.rerun(run, spec) for run, spec in chosen]
+    def rerun(self, chosen: list[tuple[RunLine, RunSpec]], done: _Done) -> None:
+        for i, (run, spec) in enumerate(chosen):
+            done(i, self.checks.rerun(run, spec))
 
 
 class _Workers:
@@ -645,12 +760,13 @@ class _Workers:
         chunks = _chunks([(spec.task, spec.preset) for _, spec, _ in due], self.jobs)
         return self._map(_check_chunk, due, chunks)
 
-    def rerun(self, chosen: list[tuple[RunLine, RunSpec]]) -> list[str | None]:
-        return self._map(_rerun_chunk, chosen, [[i] for i in range(len(chosen))])
+    def rerun(self, chosen: list[tuple[RunLine, RunSpec]], done: _Done) -> None:
+        self._map(_rerun_chunk, chosen, [[i] for i in range(len(chosen))], done)
 
     def _map(self, fn: Callable[[list[Any]], list[Any]], items: Sequence[tuple[Any, ...]],
-             chunks: list[list[int]]) -> list[Any]:
-        """``fn`` of each chunk of ``items`` (lists of indices) in the workers; its results by index."""
+             chunks: list[list[int]], done: _Done | None = None) -> list[Any]:
+        """``fn`` of each chunk of ``items`` (lists of indices) in the workers; its results by index
+        (and ``done(index, result)`` as each chunk's come back)."""
         assert self._pool is not None
         pool, results = self._pool, [None] * len(items)
         todo: Iterator[list[int]] = iter(chunks)
@@ -663,8 +779,8 @@ class _Workers:
         for _ in range(self.jobs):
             send()
         while out:
-            done, _ = wait(out, return_when=FIRST_COMPLETED)
-            for fut in done:
+            finished, _ = wait(out, return_when=FIRST_COMPLETED)
+            for fut in finished:
                 chunk = out.pop(fut)
                 try:
                     answers = fut.result()
@@ -675,6 +791,8 @@ class _Workers:
                                      + "; ".join(f"{run.where}: run {spec.key}" for run, spec, *_ in held)) from err
                 for i, answer in zip(chunk, answers):
                     results[i] = answer
+                    if done is not None:
+                        done(i, answer)
                 send()
         return results
 
