@@ -204,6 +204,24 @@ def test_a_validation_given_its_log_takes_only_the_reruns_it_holds_for_this_host
     assert validate(path, rerun=2, log=log).resumed == 0
 
 
+def test_a_log_that_cannot_be_written_fails_before_any_check_and_its_folder_is_made(env, tmp_path, capsys):
+    """--log in a folder not there yet: the folder is made. A log that is a folder, or below a file: a
+    one-line error naming it, before the first run is checked (not after an hour of re-runs)."""
+    _, lines = env
+    path = _write(tmp_path, lines[0], _runs(lines))
+    log = tmp_path / "new" / "deeper" / "reruns.jsonl"
+    report = validate(path, rerun=1, log=log)
+    assert report.ok and report.rerun >= 1
+    assert len(log.read_text().splitlines()) == report.rerun
+    (tmp_path / "plain").write_text("a file")
+    for bad, why in ((tmp_path, "is a folder"), (tmp_path / "plain" / "reruns.jsonl", "cannot write")):
+        with pytest.raises(ValueError, match=why):
+            validate(path, rerun=1, log=bad)
+        assert main(["validate", str(path), "--log", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and len(err.strip().splitlines()) == 1
+
+
 # ----------------------------------------------------------------------------------------------- tampering
 
 

@@ -353,10 +353,10 @@ class _Checker:
                 log.write(*chosen[todo[j]], problem)
 
         jobs.rerun([chosen[i] for i in todo], done)
-        for (_, spec), problem in zip(chosen, (answers[i] for i in range(len(chosen)))):
+        for i, (_, spec) in enumerate(chosen):
             self.report.rerun += 1
             self.report.rerun_keys.append(spec.key)
-            if problem is not None:
+            if (problem := answers[i]) is not None:
                 self.problem(problem)
 
 
@@ -655,8 +655,24 @@ class _RerunLog:
     appended to one answer at a time (a torn last line, from a kill, is skipped and left alone)."""
 
     def __init__(self, path: Path) -> None:
+        """Open (or create) the log at ``path``, with its folder: a bad path fails here, before any re-run.
+
+        Raises:
+            ValueError: ``path`` is a folder, or the file or its folder cannot be made or written.
+        """
+        if path.is_dir():
+            raise ValueError(f"log: {path} is a folder, not a file")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a+b") as f:  # made if missing; its last byte read
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(size - 1, 0))
+                torn = size > 0 and f.read(1) != b"\n"
+        except OSError as err:
+            raise ValueError(f"log: cannot write {path} ({err.strerror or err})") from err
         self.path = path
         self.identity = rerun_identity()
+        self._torn = torn  # the last line was cut by a kill: the next answer starts a line of its own
 
     @staticmethod
     def _where(run: RunLine, spec: RunSpec) -> str:
@@ -690,15 +706,11 @@ class _RerunLog:
         if problem is not None and problem.startswith(where + ": "):
             problem = problem[len(where) + 2:]  # the place is the file's, not the answer's
         entry = {"run": self._digest(run), "key": spec.key, "identity": self.identity, "problem": problem}
-        torn = False
-        if self.path.exists() and self.path.stat().st_size:
-            with self.path.open("rb") as f:
-                f.seek(-1, os.SEEK_END)
-                torn = f.read(1) != b"\n"
         with self.path.open("a", encoding="utf-8") as out:
-            out.write(("\n" if torn else "") + json.dumps(entry, sort_keys=True) + "\n")  # a torn line stays alone
+            out.write(("\n" if self._torn else "") + json.dumps(entry, sort_keys=True) + "\n")  # torn line: left alone
             out.flush()
             os.fsync(out.fileno())
+        self._torn = False
 
 
 # ------------------------------------------------------------------------------------------ jobs
