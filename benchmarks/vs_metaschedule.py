@@ -25,7 +25,8 @@ writing down::
 
 A killed comparison resumes where it stopped when run again with the same arguments: the
 tuners whose runs finished are kept in the ``--out`` folder (``runs.partial.json``, with the
-PyTorch reference) and taken over; the one that was running starts again.
+PyTorch reference) and taken over; the one that was running starts again. Only on the same host:
+elsewhere the kept runs are refused (their GFLOPS are another machine's).
 
 ``--in-space DIR ...`` says, for MetaSchedule's kept records of finished runs, whether each is a
 config of the agents' space that schedules the same program (:func:`in_space`): where
@@ -228,12 +229,13 @@ class Progress:
     kept or done again, never half-kept. The PyTorch reference measured first is kept with them,
     so a resumed comparison reports the one measured on the quiet machine before any tuning.
 
-    A folder's progress belongs to one (task, seed, budget); any other raises ``ValueError``
-    naming the file and the field that differs."""
+    A folder's progress belongs to one (task, seed, budget) on one host (:func:`tune_gym.host.host_id`,
+    ``host`` to name another): runs kept on another machine are not compared with this one's. Any
+    other raises ``ValueError`` naming the file and the field that differs."""
 
-    def __init__(self, out: Path, task: str, seed: int, budget: int) -> None:
+    def __init__(self, out: Path, task: str, seed: int, budget: int, host: str | None = None) -> None:
         self.path = out / PARTIAL
-        self.key = {"task": task, "seed": seed, "budget": budget}
+        self.key = {"task": task, "seed": seed, "budget": budget, "host": host or host_id()}
         self.reference: dict[str, Any] | None = None
         self.runs: dict[str, dict[str, Any]] = {}
         if not self.path.exists():

@@ -171,6 +171,8 @@ def test_progress_of_another_comparison_is_refused_naming_the_field(tmp_path):
         vs.Progress(tmp_path, TASK.uri, seed=1, budget=512)
     with pytest.raises(ValueError, match=r"kept runs are for budget 512, not 128"):
         vs.Progress(tmp_path, TASK.uri, seed=0, budget=128)
+    with pytest.raises(ValueError, match=r"kept runs are for host '[0-9a-f]+', not 'another'"):
+        vs.Progress(tmp_path, TASK.uri, seed=0, budget=512, host="another")  # not resumed on another machine
     (tmp_path / vs.PARTIAL).write_text("{")
     with pytest.raises(ValueError, match="not a comparison's progress"):
         vs.Progress(tmp_path, TASK.uri, seed=0, budget=512)
