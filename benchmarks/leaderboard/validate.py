@@ -684,8 +684,6 @@ class _RerunLog:
 
     def answers(self, chosen: list[tuple[RunLine, RunSpec]]) -> dict[int, str | None]:
         """The answers the log holds for ``chosen`` (by index): same line, host, numerics and code."""
-        if not self.path.exists():
-            return {}
         known: dict[str, str | None] = {}
         for text in self.path.read_text(encoding="utf-8").splitlines():
             try:
