@@ -125,7 +125,7 @@ _MODULES: dict[str, str] = {
     "random": "agents.random", "grid": "agents.grid", "ga": "agents.ga", "xgb-sa": "agents.xgb_sa",
     "xgb-sa-transfer": "agents.xgb_sa", "contextual-sa": "agents.contextual_sa", "batch-bo": "agents.batch_bo",
     "presample": "agents.presample", "rl-ppo": "agents.rl", "tlp-sa": "agents.tlp_sa", "one-shot": "agents.one_shot",
-    "meta-bo": "agents.meta_bo", "metaschedule": "agents.metaschedule",
+    "meta-bo": "agents.meta_bo", "meta-bo-evo": "agents.meta_bo_evo", "metaschedule": "agents.metaschedule",
 }
 #: Built-in agents made only when asked for by id, never listed (:func:`list_agents`, a suite's
 #: ``"*"``): they need an option without a default, such as a trained policy's checkpoint.

@@ -30,6 +30,8 @@ FAST = {
     "tlp-sa": {"plan_size": 8, "sa_points": 16, "sa_steps": 20, "fine_tune_epochs": 2},
     "one-shot": {"sa_points": 32, "sa_steps": 10},
     "meta-bo": {"plan_size": 8, "pool_size": 32, "sa_points": 8, "sa_steps": 4, "shortlist": 16, "mc_samples": 32},
+    "meta-bo-evo": {"plan_size": 8, "pool_size": 32, "sa_points": 8, "sa_steps": 4, "shortlist": 16, "mc_samples": 32,
+                    "patience": 8, "min_trials": 16, "evo_plan_size": 8, "evo_population_size": 16, "evo_num_iters": 1},
     "metaschedule": {"plan_size": 8, "population_size": 16, "init_min_unmeasured": 4, "genetic_num_iters": 1,
                      "num_warmup_samples": 8},
 }
