@@ -21,6 +21,10 @@ first budget, 1.05x at the last, 1.05x re-timed; runs whose kernels were timed o
 
     python -m benchmarks.vs_metaschedule_study --table
 
+``--only AGENT ...`` counts just those agents as tune_gym's (and lists only the runs that have
+them), to set one agent against ``tune_tir`` in the runs that have it, e.g. ``--only meta-bo-evo``
+against ``--only meta-bo`` over the same runs.
+
 tune_gym's agents are every tuner of a run but ``tune_tir`` and ``metaschedule`` (the agent that
 re-states TVM's search, compared with it for fidelity, not as a rival).
 """
@@ -32,7 +36,7 @@ import json
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +119,19 @@ def _retimed_rows(root: Path) -> dict[tuple[Path, str], dict[str, dict[str, Any]
     return {key: tuners for key, (_, tuners) in best.items()}
 
 
-def collect(root: Path, budgets: tuple[int, int] = (128, 512)) -> list[dict[str, Any]]:
+def collect(root: Path, budgets: tuple[int, int] = (128, 512),
+            only: Collection[str] | None = None) -> list[dict[str, Any]]:
     """One row per comparison folder under ``root`` with ``tune_tir`` and at least one tune_gym
     agent: host, task, seed, the best agent and ``tune_tir`` at the first and the last of
-    ``budgets``, their re-timed figures (``None`` where not re-timed) and seconds per trial."""
+    ``budgets``, their re-timed figures (``None`` where not re-timed) and seconds per trial.
+    ``only``: count just these agents as tune_gym's (a folder without any of them has no row), to
+    set one agent, or a few, against ``tune_tir`` in the runs that have them."""
     retimed = _retimed_rows(root)
     rows = []
     for summary_path in sorted(root.glob("*/*/summary.json")):
         summary = json.loads(summary_path.read_text())
         runs = summary["runs"]
-        ours = [name for name in runs if name not in NOT_OURS]
+        ours = [name for name in runs if name not in NOT_OURS and (only is None or name in only)]
         if TUNE_TIR not in runs or not ours:
             continue
         row: dict[str, Any] = {"folder": f"{summary_path.parent.parent.name}/{summary_path.parent.name}",
@@ -143,7 +150,8 @@ def collect(root: Path, budgets: tuple[int, int] = (128, 512)) -> list[dict[str,
                               "confirmed": "confirmed" in tuners[TUNE_TIR]}
         else:
             row["retimed"] = None
-        row["s_per_trial"] = {name: run["seconds"] / max(run["trials"], 1) for name, run in runs.items()}
+        row["s_per_trial"] = {name: run["seconds"] / max(run["trials"], 1) for name, run in runs.items()
+                              if name in ours or name == TUNE_TIR}
         rows.append(row)
     return rows
 
@@ -195,10 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--table", action="store_true",
                         help="print the table of every comparison under --root and stop")
+    parser.add_argument("--only", nargs="+", default=None, metavar="AGENT",
+                        help="with --table: count just these agents as tune_gym's (runs without them are left out)")
     parser.add_argument("--plan", action="store_true", help="print the steps not done yet on this host and stop")
     args = parser.parse_args(argv)
+    if args.only is not None and not args.table:
+        parser.error("--only selects agents of --table; to run the study with some agents, use --agents")
     if args.table:
-        print(table(collect(args.root, (min(args.trials), max(args.trials)))), end="")
+        print(table(collect(args.root, (min(args.trials), max(args.trials)), args.only)), end="")
         return 0
     from tune_gym.host import host_cpu
 

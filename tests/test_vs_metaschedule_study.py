@@ -102,3 +102,24 @@ def test_the_table_sets_the_best_agent_against_tune_tir_per_budget_and_re_timed(
     assert "| 1.25 / 1.20 | not re-timed |" in text
     assert "zen: 2 of 2 runs >= 1.15x at 128 trials; 2 of 2 runs >= 1.05x at 512; 1 of 1 runs >= 1.05x re-timed" in text
     assert main(["--table", "--root", str(tmp_path)]) == 0
+
+
+def test_only_sets_the_named_agents_against_tune_tir_in_the_runs_that_have_them(tmp_path, capsys):
+    ramp = lambda lo, hi: [lo] * 128 + [hi] * 384
+    _summary(tmp_path / "zen" / "conv-s0", "zen", 0,
+             {"meta-bo": ramp(120.0, 130.0), "meta-bo-evo": ramp(110.0, 140.0), TUNE_TIR: ramp(100.0, 125.0)})
+    _summary(tmp_path / "zen" / "dense-s0", "zen", 0, {"meta-bo": ramp(50.0, 60.0), TUNE_TIR: ramp(40.0, 50.0)})
+    _retimed(tmp_path / "zen" / "retimed-s0-top8.json", [
+        {"run": "conv-s0", "tuner": "meta-bo", "retimed": 100.0, "confirmed": 130.0},
+        {"run": "conv-s0", "tuner": "meta-bo-evo", "retimed": 105.0, "confirmed": 105.0},
+        {"run": "conv-s0", "tuner": TUNE_TIR, "retimed": 95.0, "confirmed": 100.0}])
+    rows = collect(tmp_path, only=["meta-bo-evo"])
+    assert [r["folder"] for r in rows] == ["zen/conv-s0"]  # dense-s0 has no meta-bo-evo run
+    assert rows[0]["first"] == {"agent": "meta-bo-evo", "gflops": 110.0, "tune_tir": 100.0}
+    assert rows[0]["retimed"]["agent"] == "meta-bo-evo" and rows[0]["retimed"]["gflops"] == 105.0
+    assert set(rows[0]["s_per_trial"]) == {"meta-bo-evo", TUNE_TIR}
+    assert len(collect(tmp_path, only=["meta-bo"])) == 2
+    assert main(["--table", "--root", str(tmp_path), "--only", "meta-bo-evo"]) == 0
+    assert "(`meta-bo-evo`)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--only", "meta-bo-evo"])  # --only without --table is an error
