@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from test_agents import CONV, FAST, _replay_env
 
 from agents.base import make_agent, run
 from agents.meta_bo_evo import MetaBOEvoAgent
-from test_agents import CONV, FAST, _replay_env
 from tune_gym.measure.result import MeasureResult
 from tune_gym.space import KnobSpace
 from tune_gym.tasks import Task
