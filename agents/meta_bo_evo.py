@@ -99,7 +99,8 @@ class MetaBOEvoAgent(MetaBOAgent):
 
     def _switch(self) -> None:
         """Make the evolutionary search and tell it every measurement so far."""
-        evo = MetaScheduleAgent(**{**DEFAULTS_OF_SEARCH, **self.evo_options})
+        options: dict[str, Any] = {**DEFAULTS_OF_SEARCH, **self.evo_options}
+        evo = MetaScheduleAgent(**options)
         evo.reset(self.space, self.task, seed=self._evo_seed)
         evo.observe(list(self.seen), list(self.seen.values()))
         evo.proposed.update(self.proposed)
