@@ -47,7 +47,9 @@ try:
     from numpy._core import _multiarray_umath as m
 except ImportError:
     from numpy.core import _multiarray_umath as m
-out = {"features": [k for k, v in m.__cpu_features__.items() if v]}
+# the dispatch targets NumPy may pick kernels for (NumPy 2.4 keeps reporting the CPU's single AVX-512
+# flags, e.g. AVX512F, as present when their dispatch groups are disabled; no kernel is built for them)
+out = {"features": [k for k in m.__cpu_dispatch__ if m.__cpu_features__.get(k)]}
 try:
     import torch
     out["torch"] = torch.backends.cpu.get_cpu_capability()
