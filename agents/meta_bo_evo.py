@@ -33,7 +33,7 @@ import numpy as np
 
 from agents.base import register
 from agents.meta_bo import MetaBOAgent
-from agents.metaschedule import DEFAULTS, MetaScheduleAgent
+from agents.metaschedule import MetaScheduleAgent
 from tune_gym.measure.result import MeasureResult
 from tune_gym.options import Float, Int
 from tune_gym.space import Config, KnobSpace
@@ -74,11 +74,11 @@ class MetaBOEvoAgent(MetaBOAgent):
     def observe(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
         fresh = [(c, r) for c, r in zip(configs, results) if c not in self.seen]
         super().observe(configs, results)
-        for _, res in fresh:
-            if res.ok and res.gflops > self._best * (1.0 + self.min_gain):
+        for _, res in fresh:  # a failure's throughput is 0: never a gain
+            if res.gflops > self._best * (1.0 + self.min_gain):
                 self._best, self._since_gain = res.gflops, 0
             else:
-                self._best = max(self._best, res.gflops if res.ok else 0.0)
+                self._best = max(self._best, res.gflops)
                 self._since_gain += 1
         if self.evo is not None:
             self.evo.observe(configs, results)
@@ -99,8 +99,7 @@ class MetaBOEvoAgent(MetaBOAgent):
 
     def _switch(self) -> None:
         """Make the evolutionary search and tell it every measurement so far."""
-        options: dict[str, Any] = {**DEFAULTS_OF_SEARCH, **self.evo_options}
-        evo = MetaScheduleAgent(**options)
+        evo = MetaScheduleAgent(**self.evo_options)  # TVM's defaults for the rest
         evo.reset(self.space, self.task, seed=self._evo_seed)
         evo.observe(list(self.seen), list(self.seen.values()))
         evo.proposed.update(self.proposed)
@@ -109,8 +108,3 @@ class MetaBOEvoAgent(MetaBOAgent):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "switched_at": self.switched_at}
-
-
-#: The search's options that this agent does not expose: TVM's defaults.
-DEFAULTS_OF_SEARCH: dict[str, int | float] = {
-    k: v for k, v in DEFAULTS.items() if k not in ("plan_size", "population_size", "genetic_num_iters")}
