@@ -32,8 +32,10 @@ for a quiet machine:
   highest), so a drift of the host moves both sides of a ratio alike. "estimate ms" is what the
   tuner measured: the weighted sum of each kernel's best time when it was tuned. Each tuned
   build is also profiled inside the network (seconds per pass in each kernel,
-  :func:`tune_gym.networks.timing.profile_executable`; ``in_network_s`` in the JSON), so a
-  kernel that runs slower in the network than when it was tuned shows. Then
+  :func:`tune_gym.networks.timing.profile_executable`; ``in_network_s`` in the JSON), next to
+  what its tuner timed it at alone (``tuned_s``: the record's mean time, times its calls a pass,
+  :meth:`tune_gym.networks.network.Network.tuned_seconds`), so a kernel that runs slower in the
+  network than when it was tuned shows (a second table sums the kernels of >= 0.5 ms). Then
   ``OUT/NETWORK.json`` and ``.md``.
 
 Target: ``llvm&cores=1`` by default (one thread everywhere, PyTorch included), so a 2-core host
@@ -54,7 +56,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 OUT = Path("benchmarks/results/networks")
+#: Kernels of at least this many milliseconds a pass inside the network are compared with their tuned time.
+KERNEL_MS = 0.5
 MS = "MetaSchedule tune_relax"
 
 
@@ -147,8 +153,10 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     for name, db, info in databases:
         print(f"building {name}", flush=True)
         executables[name] = net.compile(db)
+        calls = {t.task.name: t.weight for t in net.tasks}
         extra[name] = {"tuning_s": info["seconds"], "trials": info["trials_done"],
-                       "kernels_tuned": len(net.applied(db))}
+                       "kernels_tuned": len(net.applied(db)),
+                       "tuned_s": {k: s * calls[k] for k, s in net.tuned_seconds(db).items()}}
         if "estimated_ms" in info:
             extra[name]["estimated_ms"] = info["estimated_ms"]
     for name, lib in executables.items():
@@ -208,7 +216,29 @@ def markdown(doc: dict[str, Any]) -> str:
         estimate = f"{row['estimated_ms']:.2f}" if "estimated_ms" in row else "-"
         lines.append(f"| {name} | {ms:.2f} | {vs_torch} | {band(row.get('x_tune_relax'))} | {estimate} | {tuning} | "
                      f"{trials} | {tuned} | {err} |")
+    kernels = [(name, row) for name, row in rows.items() if row.get("in_network_s") and row.get("tuned_s")]
+    if kernels:
+        lines += ["", f"Kernels of >= {KERNEL_MS} ms a pass inside the network: their time a pass when they were tuned "
+                  "(alone, as the tuner timed them) and inside the network (the profile), and the ratio per kernel "
+                  "(median [lowest, highest]).", "",
+                  "| build | kernels | tuned ms | in network ms | in network / tuned |", "|---|---:|---:|---:|---:|"]
+        for name, row in kernels:
+            n, tuned, inside, ratio = kernel_losses(row)
+            lines.append(f"| {name} | {n} | {tuned * 1e3:.2f} | {inside * 1e3:.2f} | {band(ratio)} |")
     return "\n".join(lines) + "\n"
+
+
+def kernel_losses(row: dict[str, Any]) -> tuple[int, float, float, list[float] | None]:
+    """What a build's kernels of >= ``KERNEL_MS`` ms a pass inside the network lose there: how many,
+    their tuned and in-network seconds a pass (summed), and in-network over tuned per kernel
+    (median, lowest, highest; ``None`` without such kernels)."""
+    tuned, inside = row["tuned_s"], row["in_network_s"]
+    names = [k for k in tuned if inside.get(k, 0.0) >= KERNEL_MS * 1e-3 and tuned[k] > 0]
+    if not names:
+        return 0, 0.0, 0.0, None
+    ratios = [inside[k] / tuned[k] for k in names]
+    return (len(names), sum(tuned[k] for k in names), sum(inside[k] for k in names),
+            [float(np.median(ratios)), min(ratios), max(ratios)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -154,11 +154,36 @@ def test_tune_tiny_network_resume_compile_and_check(tiny, tmp_path):
     db = second.database()
     tuned = {p.task.task.name for p in second.tasks if p.trials}
     assert set(tiny.applied(db)) == tuned
+    best: dict[str, float] = {}  # what the tuner timed each kernel's best config at
+    for r in second.records():
+        if r.result.ok:
+            name = Task.from_uri(r.task).name
+            best[name] = min(best.get(name, np.inf), float(np.mean(r.result.costs)))
+    seconds = tiny.tuned_seconds(db)
+    assert set(seconds) == tuned and seconds == pytest.approx({k: best[k] for k in tuned})
     outputs, expected = tiny.run(tiny.compile(db)), tiny.torch_outputs()
     assert len(outputs) == len(expected) == 1
     np.testing.assert_allclose(outputs[0], expected[0], rtol=1e-4, atol=1e-5)
     summary = json.loads(json.dumps([r.to_json() for r in records[:1]]))  # records stay JSON
     assert summary[0]["task"].startswith("tir://")
+
+
+def test_network_e2e_sums_what_kernels_lose_inside_the_network():
+    from benchmarks import network_e2e as e2e
+
+    row = {"tuned_s": {"a": 1e-3, "b": 2e-3, "c": 1e-4}, "in_network_s": {"a": 1.5e-3, "b": 2e-3, "c": 4e-4, "vm": 1.0}}
+    n, tuned, inside, ratio = e2e.kernel_losses(row)  # c (0.4 ms inside) is under the cut; vm was never tuned
+    assert (n, tuned, inside) == (2, pytest.approx(3e-3), pytest.approx(3.5e-3))
+    assert ratio == pytest.approx([1.25, 1.0, 1.5])
+    assert e2e.kernel_losses({"tuned_s": {"c": 1e-4}, "in_network_s": {"c": 4e-4}}) == (0, 0.0, 0.0, None)
+    lat = {"median": 0.01, "x_torch": [1.0, 1.0, 1.0], "x_tune_relax": [1.0, 1.0, 1.0]}
+    doc = {"network": "n", "target": "llvm", "budget": 8, "batch": 4, "kernels": 3, "tunable": 3, "host": "h",
+           "host_fingerprint": {"cpu": "c", "llvm_cpu": "l"}, "date": "d", "rounds": 2,
+           "rows": {"PyTorch eager": lat, "MetaSchedule tune_relax": {**lat, **row}}}
+    text = e2e.markdown(doc)
+    assert "| MetaSchedule tune_relax | 2 | 3.00 | 3.50 | 1.25x [1.00, 1.50] |" in text
+    del doc["rows"]["MetaSchedule tune_relax"]["tuned_s"]  # a file written before tuned_s: no second table
+    assert "in network / tuned" not in e2e.markdown(doc)
 
 
 @pytest.mark.heavy

@@ -123,6 +123,20 @@ class Network:
         return [gv.name_hint for gv, f in self.mod.functions.items()
                 if isinstance(f, tv.tirx.PrimFunc) and not tvm_ffi.structural_equal(f, mod[gv])]
 
+    def tuned_seconds(self, database: Any) -> dict[str, float]:
+        """Per kernel that ``database`` has a record for: the mean of that record's measured
+        times (seconds), i.e. what the tuner timed the kernel at, alone. Set next to the
+        kernel's time inside the network (:func:`tune_gym.networks.timing.profile_executable`),
+        it shows what a kernel loses there. The query is the one :meth:`compile` makes: the
+        kernel's module, this network's target."""
+        target = self.target.tvm_target()
+        out: dict[str, float] = {}
+        for nt in self.tasks:
+            rec = database.query_tuning_record(nt.task.ir_module(), target, "main")
+            if rec is not None and rec.run_secs:
+                out[nt.task.name] = float(np.mean([float(s) for s in rec.run_secs]))
+        return out
+
     def default_build(self) -> Any:
         """The network built by TVM without tuning records (``tvm.compile``'s default pipeline)."""
         from tune_gym.tvm_support import tvm
