@@ -26,8 +26,9 @@ evaluation one batched call); what this agent adds:
 * **A model shared across a network's kernels** (``tune_network(..., shared_model=True)``):
   each kernel's agent also fine-tunes on the rows the other kernels' agents measured (graph
   embeddings of the same checkpoint, each kernel's throughput over its own best;
-  :class:`~agents.shared.SharedRows`), as MetaSchedule trains one cost model on all the tasks
-  of a network; a kernel's first plan then follows a model fine-tuned on its peers. The GP
+  :class:`~agents.shared.SharedRows`, published as soon as they are measured), as MetaSchedule
+  trains one cost model on all the tasks of a network; a kernel's first plan, in the network's
+  warm-up round, then follows a model fine-tuned on the kernels measured before it. The GP
   stays per kernel.
 * **Small candidate pools.** A config's graph costs a walk of its lowered kernel (3-16 ms per
   new config on an idle core, :mod:`tune_gym.features.graph`; two to three times that while
@@ -51,7 +52,7 @@ rows that never saw the task (:func:`pick_checkpoint`); ``checkpoint=PATH`` load
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -81,6 +82,7 @@ from agents.model_based import (
 )
 from agents.pretrained import CHECKPOINT_DIR
 from agents.shared import SharedRows
+from tune_gym.measure.result import MeasureResult
 from tune_gym.options import Bool, Float, Int
 from tune_gym.space import Config, KnobSpace
 from tune_gym.tasks.task import Task
@@ -186,15 +188,27 @@ class MetaBOAgent(PretrainedAgent, BatchBOAgent):
             self.model = None
         return True
 
+    def observe(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        """Record the results; when the network's kernels share a model (:attr:`shared_rows`),
+        publish this task's rows at once, so that a peer planning next (e.g. its first plan, in
+        the network's warm-up round) learns from them."""
+        super().observe(configs, results)
+        if self.fine_tune and self.shared_rows is not None:
+            configs_, y = self.training_data()
+            if len(y) and y.max() > 0:
+                self.shared_rows.put(self._shared_key(), self.task.uri, self.embed(configs_), y / y.max())
+
+    def _shared_key(self) -> str:
+        """Rows are shared between agents whose embeddings come from the same checkpoint."""
+        return str(self.checkpoint_path.resolve())
+
     def _fine_tune(self, h: np.ndarray, label: np.ndarray) -> None:
         """Fine-tune the regressor on this task's rows and, when the network's kernels share a
         model (:attr:`shared_rows`), on the rows the other kernels' agents published with the same
-        checkpoint; publish this task's rows first. With no rows at all, nothing changes."""
+        checkpoint (this task's own are published as they are measured: :meth:`observe`). With no
+        rows at all, nothing changes."""
         if self.shared_rows is not None:
-            key = str(self.checkpoint_path.resolve())
-            if len(label):
-                self.shared_rows.put(key, self.task.uri, h, label)
-            h_peer, y_peer = self.shared_rows.rows(key, exclude=self.task.uri)
+            h_peer, y_peer = self.shared_rows.rows(self._shared_key(), exclude=self.task.uri)
             if len(y_peer):
                 h, label = np.concatenate([h, h_peer]), np.concatenate([label, y_peer])
         if len(label):

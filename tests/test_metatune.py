@@ -292,14 +292,13 @@ def test_meta_bo_learns_from_the_rows_its_peers_share(resnet_checkpoint, train_s
     pool = SharedRows()
     first = make_agent("meta-bo", **options)
     first.shared_rows = pool
-    env = replay_env("resnet18:7", 16)
+    env = replay_env("resnet18:7", 8)  # one plan: its rows are published as it observes them, not at its next fit
     run(first, env, seed=train_seed)
     env.close()
     key = str(resnet_checkpoint.resolve())
     assert pool.tasks(key) == [Task.parse("resnet18:7").uri]
     x, y = pool.rows(key, exclude="op://another")
-    # the rows of its last fit, before its second plan of 8; each over the task's best
-    assert len(x) == len(y) == 8 and y.max() == 1.0 and y.min() >= 0
+    assert len(x) == len(y) == 8 and y.max() == 1.0 and y.min() >= 0  # each over the task's best
 
     space = KnobSpace.for_task(Task.parse("resnet18:8"), "compact")
     probe = np.asarray(space.sample_unique(np.random.default_rng(train_seed), 32))
