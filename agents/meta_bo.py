@@ -194,9 +194,9 @@ class MetaBOAgent(PretrainedAgent, BatchBOAgent):
         the network's warm-up round) learns from them."""
         super().observe(configs, results)
         if self.fine_tune and self.shared_rows is not None:
-            configs_, y = self.training_data()
+            measured, y = self.training_data()
             if len(y) and y.max() > 0:
-                self.shared_rows.put(self._shared_key(), self.task.uri, self.embed(configs_), y / y.max())
+                self.shared_rows.put(self._shared_key(), self.task.uri, self.embed(measured), y / y.max())
 
     def _shared_key(self) -> str:
         """Rows are shared between agents whose embeddings come from the same checkpoint."""

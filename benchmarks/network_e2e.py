@@ -150,10 +150,10 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                  + "".join(f" -b {k}={v}" for k, v in info.get("backend_options", {}).items())
                  + (" --shared-model" if info.get("shared_model") else ""))
         databases.append((label, load_database(export_database(records, run / "database")), info))
+    calls = {t.task.name: t.weight for t in net.tasks}  # a kernel's calls a pass
     for name, db, info in databases:
         print(f"building {name}", flush=True)
         executables[name] = net.compile(db)
-        calls = {t.task.name: t.weight for t in net.tasks}
         extra[name] = {"tuning_s": info["seconds"], "trials": info["trials_done"],
                        "kernels_tuned": len(net.applied(db)),
                        "tuned_s": {k: s * calls[k] for k, s in net.tuned_seconds(db).items()}}

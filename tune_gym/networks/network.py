@@ -127,8 +127,8 @@ class Network:
         """Per kernel that ``database`` has a record for: the mean of that record's measured
         times (seconds), i.e. what the tuner timed the kernel at, alone. Set next to the
         kernel's time inside the network (:func:`tune_gym.networks.timing.profile_executable`),
-        it shows what a kernel loses there. The query is the one :meth:`compile` makes: the
-        kernel's module, this network's target."""
+        it shows what a kernel loses there. Records are found by the kernel's module (its
+        task's ``ir_module()``), as tune_gym's and MetaSchedule's databases commit them."""
         target = self.target.tvm_target()
         out: dict[str, float] = {}
         for nt in self.tasks:
