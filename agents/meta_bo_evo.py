@@ -72,9 +72,9 @@ class MetaBOEvoAgent(MetaBOAgent):
         self._since_gain = 0
 
     def observe(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
-        fresh = [(c, r) for c, r in zip(configs, results) if c not in self.seen]
+        fresh = [r for c, r in zip(configs, results) if c not in self.seen]
         super().observe(configs, results)
-        for _, res in fresh:  # a failure's throughput is 0: never a gain
+        for res in fresh:  # a failure's throughput is 0: never a gain
             if res.gflops > self._best * (1.0 + self.min_gain):
                 self._best, self._since_gain = res.gflops, 0
             else:

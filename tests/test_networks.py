@@ -154,12 +154,10 @@ def test_tune_tiny_network_resume_compile_and_check(tiny, tmp_path):
     db = second.database()
     tuned = {p.task.task.name for p in second.tasks if p.trials}
     assert set(tiny.applied(db)) == tuned
-    best: dict[str, float] = {}  # what the tuner timed each kernel's best config at
-    for r in second.records():
-        if r.result.ok:
-            name = Task.from_uri(r.task).name
-            best[name] = min(best.get(name, np.inf), float(np.mean(r.result.costs)))
-    seconds = tiny.tuned_seconds(db)
+    from tune_gym.records import best_records
+
+    best = {Task.from_uri(uri).name: rec.result.mean for uri, rec in best_records(second.records()).items()}
+    seconds = tiny.tuned_seconds(db)  # what the tuner timed each kernel's best config at
     assert set(seconds) == tuned and seconds == pytest.approx({k: best[k] for k in tuned})
     outputs, expected = tiny.run(tiny.compile(db)), tiny.torch_outputs()
     assert len(outputs) == len(expected) == 1
