@@ -329,7 +329,7 @@ class EnvRunner:
     smaller plan proposes fewer, and the batch is padded by repeating its last config, which
     the env's session serves again for free. The env validates the configs (once) and its
     session decides what is new, measured, excluded or skipped; the agent observes every config
-    it proposed that was evaluated or excluded. ``callback`` gets the new trials of each step. A
+    of the batch that was evaluated or excluded. ``callback`` gets the new trials of each step. A
     run ends after :data:`MAX_IDLE_STEPS` steps in a row that added no trial.
     """
 
@@ -355,19 +355,26 @@ class EnvRunner:
         self.done = self.base.session.exhausted or self.base.session.space_done
         return list(prior)
 
-    def step(self, limit: int | None = None) -> list[Trial]:
+    def step(self, limit: int | None = None, first: Sequence[Config] = ()) -> list[Trial]:
         """One batch of at most ``limit`` new configs (default: the env's batch size); returns
-        the new trials and sets :attr:`done` when the agent, the budget or the space ran out."""
+        the new trials and sets :attr:`done` when the agent, the budget or the space ran out.
+
+        ``first``: configs that go ahead of the agent's proposals in this batch (a network's
+        configs carried from other kernels, :mod:`agents.transfer`); the agent proposes the rest
+        and observes their results like its own."""
         if not self._started:
             self.start()
         if self.done:
             return []
         base = self.base
         n = base.batch_size if limit is None else max(1, min(limit, base.batch_size))
-        configs = self.agent.propose(n)[:n]
-        if not configs:
-            self.done = True
-            return []
+        configs = list(dict.fromkeys(first))[:n]
+        if len(configs) < n:
+            proposed = self.agent.propose(n - len(configs))[: n - len(configs)]
+            if not proposed and not configs:
+                self.done = True
+                return []
+            configs += [c for c in proposed if c not in configs]
         padded = list(configs) + [configs[-1]] * (base.batch_size - len(configs))
         if base.action_format == "index":
             action = np.array([base.space.index(c) for c in padded], dtype=np.int64)

@@ -23,6 +23,11 @@ task measures the next batch (:data:`SCHEDULERS`):
   first task. Kernels whose space has one config (a reshape) are not tuned: TVM's default
 lowering builds them.
 
+With ``transfer=K``, up to ``K`` configs of each batch are carried from the kernel's peers
+(kernels with the same split knobs, e.g. a network's blocked convolutions): their best configs
+so far, mapped onto the kernel's knobs, the fastest peer's first (:mod:`agents.transfer`); the
+agent proposes the rest and learns from all of them.
+
 The budget counts unique trials over all tasks, records included: a killed run started again
 with ``resume=True`` loads each task's records (nothing is measured twice) and goes on with the
 scheduler's state rebuilt from them. Every choice is deterministic given the seed and the
@@ -38,7 +43,9 @@ from typing import Any
 
 from agents.base import EnvRunner, agent_class, make_agent
 from agents.shared import SharedRows
+from agents.transfer import peer_configs
 from tune_gym.networks.network import Network, NetworkTask
+from tune_gym.space import Config
 
 __all__ = ["SCHEDULERS", "NetworkTuneResult", "TaskProgress", "tune_network"]
 
@@ -55,6 +62,9 @@ class TaskProgress:
     task: NetworkTask
     runner: Any = field(repr=False)
     history: list[tuple[int, float]] = field(default_factory=list)  # (trials used, best latency s) per batch
+    #: Configs this run carried over from peer kernels (``tune_network(transfer=...)``; not
+    #: those of an earlier, resumed run).
+    carried: set[Config] = field(default_factory=set)
 
     @property
     def trials(self) -> int:
@@ -139,11 +149,20 @@ def _pick(progress: list[TaskProgress], scheduler: str, turn: int) -> int | None
     return choice
 
 
+def _carried(p: TaskProgress, state: list[TaskProgress], n: int) -> list[Config]:
+    """Up to ``n`` configs for ``p``'s next batch, mapped from its peers' best configs
+    (:func:`agents.transfer.peer_configs`), none that ``p`` has evaluated."""
+    space = p.runner.base.space
+    peers = [(q.runner.base.space, q.best_trial.config, q.best_trial.result.gflops)
+             for q in state if q is not p and q.best_trial is not None and q.best_trial.result.ok]
+    return peer_configs(space, peers, exclude=p.runner.agent.seen, n=n)
+
+
 def tune_network(
     network: Network, agent: str = "xgb-sa", trials: int = 512, batch: int = 8, scheduler: str = "gradient",
     agent_options: dict[str, Any] | None = None, out_dir: str | Path | None = None, resume: bool = False,
     seed: int = 0, backend: str | Any = "live", backend_options: dict[str, Any] | None = None,
-    preset: str = "full", progress: bool = True, shared_model: bool = False,
+    preset: str = "full", progress: bool = True, shared_model: bool = False, transfer: int = 0,
 ) -> NetworkTuneResult:
     """Tune the network's kernels with ``agent`` until ``trials`` unique trials are spent.
 
@@ -162,6 +181,10 @@ def tune_network(
         shared_model: the kernels' agents train their cost models on every kernel's
             measurements, not only their own (:class:`agents.shared.SharedRows`; agents with a
             ``shared_rows`` attribute: ``meta-bo``).
+        transfer: configs per batch carried from the kernel's peers (kernels with the same
+            split knobs): their best configs mapped onto its knobs, the fastest peer's first
+            (:mod:`agents.transfer`); the agent proposes the rest of the batch. They count
+            against the budget like any trial. 0: none.
     """
     import gymnasium as gym
 
@@ -171,6 +194,8 @@ def tune_network(
         raise ValueError(f"unknown scheduler {scheduler!r}; known: {', '.join(SCHEDULERS)}")
     if trials < 1 or batch < 1:
         raise ValueError(f"trials ({trials}) and batch ({batch}) must be >= 1")
+    if not 0 <= transfer <= batch:
+        raise ValueError(f"transfer ({transfer}) must be in [0, batch] = [0, {batch}]")
     if resume and out_dir is None:
         raise ValueError("resume=True needs out_dir (where the records are)")
     if shared_model and not hasattr(agent_class(agent), "shared_rows"):
@@ -213,7 +238,9 @@ def tune_network(
             if pick is None:
                 break
             i, p = pick, state[pick]
-            new = p.runner.step(limit=trials - used)
+            first = _carried(p, state, transfer) if transfer else []
+            new = p.runner.step(limit=trials - used, first=first)
+            p.carried.update(first)
             used += len(new)
             p.history.append((p.trials, p.best_latency))
             turn = i + 1
@@ -270,6 +297,7 @@ def network_report(result: NetworkTuneResult, threads: int, compare: tuple[str, 
         tasks.append({
             "kernel": p.task.task.name, "uri": p.task.task.uri, "weight": p.task.weight,
             "anchor": p.task.anchor.uri if p.task.anchor else None, "trials": p.trials,
+            "carried": len(p.carried), "best_carried": best is not None and best.config in p.carried,
             "best_ms": best.result.mean * 1e3 if best is not None and best.result.ok else None,
             "gflops": best.result.gflops if best is not None and best.result.ok else None,
             "applied": p.task.task.name in applied})

@@ -16,7 +16,8 @@ for a quiet machine:
   (runs under ``AGENT-bKEYVALUE``; e.g. ``-b flush_cache=true -b number=1 -b min_repeat_ms=0
   -b repeat=10`` times each config on ten cold-cache calls, as AutoTVM's x86 network recipe does).
   ``--shared-model`` lets the kernels' agents learn from each other's measurements (runs under
-  ``AGENT-...-shared``).
+  ``AGENT-...-shared``); ``--transfer K`` starts each batch with up to K configs carried from
+  kernels with the same knobs (:mod:`agents.transfer`; runs under ``AGENT-...-transferK``).
 * ``metaschedule``: MetaSchedule's ``tune_relax`` at the same budget, 16 trials per task
   iteration (``--ms-trials-per-iter``; its default, 64, would spend 512 trials on the first 8
   kernels of its round-robin warm-up and leave the rest untuned), into
@@ -87,7 +88,8 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
     from tune_gym.cli import parse_options
 
     for agent in args.agents:
-        run_dir = root / (run_name(agent, args.option, args.backend_option) + ("-shared" if args.shared_model else ""))
+        run_dir = root / (run_name(agent, args.option, args.backend_option) + ("-shared" if args.shared_model else "")
+                          + (f"-transfer{args.transfer}" if args.transfer else ""))
         info = _load(run_dir / "tuning.json")
         if info.get("trials_done", 0) >= args.trials:
             print(f"{agent}: done ({info['trials_done']} trials, {info['seconds']:.0f} s)", flush=True)
@@ -97,14 +99,18 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
         result = tune_network(net, agent=agent, trials=args.trials, batch=args.batch, scheduler=args.scheduler,
                               agent_options=parse_options(args.option), out_dir=run_dir, resume=True, seed=args.seed,
                               backend_options=parse_options(args.backend_option) or None, progress=not args.quiet,
-                              shared_model=args.shared_model)
+                              shared_model=args.shared_model, transfer=args.transfer)
         done = sum(p.trials for p in result.tasks)
         info = {"agent": agent, "options": parse_options(args.option),
                 "backend_options": parse_options(args.backend_option), "shared_model": args.shared_model,
-                "trials_done": done,
+                "transfer": args.transfer, "trials_done": done,
                 "seconds": info.get("seconds", 0.0) + time.perf_counter() - t0,
                 "scheduler": args.scheduler, "batch": args.batch, "estimated_ms": result.estimated_latency * 1e3,
                 "per_task_trials": {p.task.task.name: p.trials for p in result.tasks}}
+        if args.transfer:  # what this invocation carried (a resumed run counts its own part only)
+            info["carried"] = {p.task.task.name: len(p.carried) for p in result.tasks if p.carried}
+            info["best_carried"] = [p.task.task.name for p in result.tasks
+                                    if p.best_trial is not None and p.best_trial.config in p.carried]
         _save(run_dir / "tuning.json", info)
         print(f"{agent}: {done} trials, {info['seconds']:.0f} s, estimated {info['estimated_ms']:.2f} ms", flush=True)
 
@@ -148,7 +154,8 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         records = [r for path in sorted((run / "records").glob("*.jsonl")) for r in load_records(path)]
         label = (f"tune_gym {info['agent']}" + "".join(f" -o {k}={v}" for k, v in info.get("options", {}).items())
                  + "".join(f" -b {k}={v}" for k, v in info.get("backend_options", {}).items())
-                 + (" --shared-model" if info.get("shared_model") else ""))
+                 + (" --shared-model" if info.get("shared_model") else "")
+                 + (f" --transfer {info['transfer']}" if info.get("transfer") else ""))
         databases.append((label, load_database(export_database(records, run / "database")), info))
     calls = {t.task.name: t.weight for t in net.tasks}  # a kernel's calls a pass
     for name, db, info in databases:
@@ -254,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-model", action="store_true",
                    help="the kernels' agents train on every kernel's measurements (tune_network(shared_model=True); "
                         "meta-bo); runs go to AGENT-...-shared")
+    p.add_argument("--transfer", type=int, default=0, metavar="K",
+                   help="configs per batch carried from kernels with the same knobs (tune_network(transfer=K)); "
+                        "runs go to AGENT-...-transferK")
     p.add_argument("--trials", type=int, default=512)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--scheduler", default="gradient")

@@ -228,6 +228,53 @@ def test_tune_network_rejects_bad_arguments(tiny):
         tune_network(tiny, resume=True)
     with pytest.raises(ValueError, match="agent 'random' cannot train on other kernels' measurements"):
         tune_network(tiny, agent="random", shared_model=True)
+    with pytest.raises(ValueError, match=r"transfer \(5\) must be in \[0, batch\] = \[0, 4\]"):
+        tune_network(tiny, batch=4, transfer=5)
+
+
+def test_transfer_maps_configs_by_knob_name_keeping_the_inner_factors():
+    from agents.transfer import compatible, map_config
+    from tune_gym.space import KnobSpace
+
+    a = KnobSpace.for_task(Task.from_uri("op://conv2d_nchw-v1/n1_c16_h32_w32_k16_r3_s1_p1_d1?target=llvm"))
+    b = KnobSpace.for_task(Task.from_uri("op://conv2d_nchw-v1/n1_c64_h14_w14_k96_r3_s1_p1_d1?target=llvm"))
+    dense = KnobSpace.for_task(Task.from_uri("op://dense-v1/m32_n32_k32?weights=given&target=llvm"))
+    assert compatible(a, b) and compatible(b, a) and not compatible(a, dense)
+    rng = np.random.default_rng(0)
+    for config in a.sample(rng, 20):  # a space's own configs map onto themselves
+        assert map_config(a.to_dict(config), a) == config
+    values = {"tile_f": (2, 1, 1, 8), "tile_x": (1, 2, 2, 8), "unroll_explicit": 60, "nothing": 3}
+    mapped = b.to_dict(map_config(values, b))
+    # 96 = 12 * 8 keeps the innermost 8 of tile_f; 14 has no factor 8: tile_x's inner part is the nearest, 7
+    assert mapped["tile_f"][-1] == 8 and np.prod(mapped["tile_f"]) == 96
+    assert mapped["tile_x"][-1] == 7 and np.prod(mapped["tile_x"]) == 14
+    assert mapped["unroll_explicit"] == 64  # the nearest step in log scale
+    assert map_config({}, b) == b.canonical([0] * b.n_knobs)
+
+
+def test_tune_network_carries_peers_best_configs(tiny):
+    """transfer=2: a kernel's batch starts with its peers' best configs (same split knobs),
+    mapped, fastest peer first; they count against the budget and the agent learns from them."""
+    from agents.network import tune_network
+    from agents.transfer import compatible, peer_configs
+
+    n = len([t for t in tiny.tasks if t.tunable])
+    result = tune_network(tiny, agent="random", trials=4 * n, batch=4, scheduler="round-robin", transfer=2,
+                          progress=False, backend_options={"repeat": 1, "number": 2})
+    assert [p.trials for p in result.tasks] == [4] * n  # one batch each
+    carried = 0
+    for j, p in enumerate(result.tasks):
+        space = p.runner.base.space
+        before = [(q.runner.base.space, q.best_trial.config, q.best_trial.result.gflops)
+                  for q in result.tasks[:j] if q.best_trial.result.ok]
+        expected = peer_configs(space, before, n=2)
+        assert [t.config for t in p.runner.result.trials[:len(expected)]] == expected
+        assert p.carried == set(expected)
+        assert set(p.carried) <= set(p.runner.agent.seen)  # the agent observed them
+        if any(compatible(space, s) for s, _, _ in before):
+            assert expected
+        carried += len(expected)
+    assert carried >= 4  # the tiny network's five convolutions share their knobs
 
 
 @pytest.mark.slow
