@@ -30,7 +30,9 @@ for a quiet machine:
   (:func:`tune_gym.networks.timing.time_rounds`: a fresh process per build and round, the median
   of 3 timings of >= 0.5 s) with the target's threads. A build's latency is the median over
   rounds; "vs PyTorch" and "vs tune_relax" are ratios taken round by round (median, lowest,
-  highest), so a drift of the host moves both sides of a ratio alike. "estimate ms" is what the
+  highest), so a drift of the host moves both sides of a ratio alike. ``--only LABEL ...`` times
+  those builds alone next to PyTorch and ``tune_relax`` (more rounds in the same time);
+  ``--tag TAG`` writes ``OUT/NETWORK-TAG.json`` and ``.md`` instead. "estimate ms" is what the
   tuner measured: the weighted sum of each kernel's best time when it was tuned. Each tuned
   build is also profiled inside the network (seconds per pass in each kernel,
   :func:`tune_gym.networks.timing.profile_executable`; ``in_network_s`` in the JSON), next to
@@ -142,9 +144,12 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     threads = int(net.target.resolved().get("num-cores", 1))
     ref = net.torch_outputs()
-    print("building TVM's default build", flush=True)
-    executables: dict[str, Any] = {"PyTorch eager": None, "TVM default build": net.default_build()}
-    extra: dict[str, dict[str, Any]] = {"TVM default build": {}}
+    executables: dict[str, Any] = {"PyTorch eager": None}
+    extra: dict[str, dict[str, Any]] = {}
+    if not args.only:
+        print("building TVM's default build", flush=True)
+        executables["TVM default build"] = net.default_build()
+        extra["TVM default build"] = {}
     ms_info = _load(root / "metaschedule" / "tuning.json")
     databases = []
     if ms_info:
@@ -158,6 +163,11 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                  + (f" --transfer {info['transfer']}" if info.get("transfer") else ""))
         databases.append((label, load_database(export_database(records, run / "database")), info))
     calls = {t.task.name: t.weight for t in net.tasks}  # a kernel's calls a pass
+    if args.only:  # PyTorch and tune_relax stay: the ratios' bases
+        unknown = set(args.only) - {name for name, _, _ in databases}
+        if unknown:
+            raise SystemExit(f"--only: no build named {sorted(unknown)}; builds: {[n for n, _, _ in databases]}")
+        databases = [d for d in databases if d[0] == MS or d[0] in args.only]
     for name, db, info in databases:
         print(f"building {name}", flush=True)
         executables[name] = net.compile(db)
@@ -186,8 +196,9 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
            "kernels": len(net.tasks), "tunable": sum(t.tunable for t in net.tasks), "host": host_id(),
            "host_fingerprint": host_fingerprint(), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
            "rounds": args.rounds, "repeats": args.repeats, "rows": rows}
-    _save(args.out / f"{net.name}.json", doc)
-    (args.out / f"{net.name}.md").write_text(markdown(doc))
+    stem = net.name + (f"-{args.tag}" if args.tag else "")
+    _save(args.out / f"{stem}.json", doc)
+    (args.out / f"{stem}.md").write_text(markdown(doc))
     print(markdown(doc))
     return doc
 
@@ -279,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=6,
                    help="timing rounds: every build once per round, in turn, so host drift moves all alike")
     p.add_argument("--repeats", type=int, default=3, help="timings of >= 0.5 s per build and round (their median)")
+    p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
+                   help="time: only these builds (labels as in the table, e.g. 'tune_gym meta-bo'), next to "
+                        "PyTorch and tune_relax, without TVM's default build")
+    p.add_argument("--tag", default="", help="time: write OUT/NETWORK-TAG.json and .md (keeps the full table)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--part", choices=["tune", "metaschedule", "time", "all"], default="all")
     p.add_argument("--out", type=Path, default=OUT)
