@@ -238,7 +238,7 @@ def tune_network(
             if pick is None:
                 break
             i, p = pick, state[pick]
-            first = _carried(p, state, transfer) if transfer else []
+            first = _carried(p, state, min(transfer, trials - used)) if transfer else []
             new = p.runner.step(limit=trials - used, first=first)
             p.carried.update(first)
             used += len(new)

@@ -23,11 +23,11 @@ Cano, PACT 2022); here it runs inside one network run, under the run's trial bud
   (:meth:`agents.base.EnvRunner.step`), and the agent observes their results like its own.
   As a peer's best improves, its new best is carried on the next step.
 
-Measured on ResNet-18 (NCHW16c, Intel Xeon, LLVM ``emeraldrapids``): for 15 of its 17 blocked
-convolutions the fastest of the other 16 kernels' best configs (from a 512-trial ``meta-bo``
-run), mapped, ran 1.07-4.5x faster than that kernel's own best; the two best by peer
-throughput already took the sum over the convolutions from 19.95 ms to 15.6 ms
-(``docs/networks.md``).
+Measured with ``benchmarks/transfer_probe.py`` after a 512-trial ``meta-bo --shared-model`` run
+of ResNet-18 (NCHW16c, 2 threads, Intel Xeon, LLVM ``emeraldrapids``): on each of the 17 blocked
+convolutions the fastest of the other 16 kernels' best configs, mapped, beat the kernel's own
+best re-timed in the same batch (1.01-4.96x, median 1.48x); the two of the fastest peers took
+the convolutions' sum from 35.3 to 21.3 ms a pass (``docs/networks.md``).
 """
 
 from __future__ import annotations
