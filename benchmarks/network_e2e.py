@@ -154,20 +154,22 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     databases = []
     if ms_info:
         databases.append((MS, load_database(root / "metaschedule"), ms_info))
+    labels = []
     for run in sorted(p for p in root.iterdir() if (p / "records").is_dir() and (p / "tuning.json").exists()):
         info = _load(run / "tuning.json")  # every agent run of this network, whatever --agents says
-        records = [r for path in sorted((run / "records").glob("*.jsonl")) for r in load_records(path)]
         label = (f"tune_gym {info['agent']}" + "".join(f" -o {k}={v}" for k, v in info.get("options", {}).items())
                  + "".join(f" -b {k}={v}" for k, v in info.get("backend_options", {}).items())
                  + (" --shared-model" if info.get("shared_model") else "")
                  + (f" --transfer {info['transfer']}" if info.get("transfer") else ""))
+        labels.append(label)
+        if args.only and label not in args.only:  # PyTorch and tune_relax stay: the ratios' bases
+            continue
+        records = [r for path in sorted((run / "records").glob("*.jsonl")) for r in load_records(path)]
         databases.append((label, load_database(export_database(records, run / "database")), info))
+    unknown = set(args.only) - set(labels)
+    if unknown:
+        raise SystemExit(f"--only: no build named {sorted(unknown)}; builds: {labels}")
     calls = {t.task.name: t.weight for t in net.tasks}  # a kernel's calls a pass
-    if args.only:  # PyTorch and tune_relax stay: the ratios' bases
-        unknown = set(args.only) - {name for name, _, _ in databases}
-        if unknown:
-            raise SystemExit(f"--only: no build named {sorted(unknown)}; builds: {[n for n, _, _ in databases]}")
-        databases = [d for d in databases if d[0] == MS or d[0] in args.only]
     for name, db, info in databases:
         print(f"building {name}", flush=True)
         executables[name] = net.compile(db)
