@@ -15,8 +15,13 @@ seeds with the interquartile range, the ratio to the best-known latency (every k
 fastest config its dataset measured), and the simulated tuning time (recorded build and run
 seconds of the configs measured). Lower latency ranks first.
 
-Results go to ``OUT/NETWORK.jsonl`` (one line per run, keyed by agent and seed: a killed track
-resumes with the runs it has not done) and ``OUT/NETWORK.md``.
+``--shared-model`` and ``--transfer K`` run the agents as ``tune_network(shared_model=True,
+transfer=K)`` does (one cost model over the kernels' rows; ``K`` configs a batch carried from a
+kernel's peers); such runs are ranked as their own entries, ``AGENT --shared-model --transfer K``,
+next to the plain ones.
+
+Results go to ``OUT/NETWORK.jsonl`` (one line per run, keyed by entry, seed and budget: a killed
+track resumes with the runs it has not done) and ``OUT/NETWORK.md``.
 """
 
 from __future__ import annotations
@@ -60,20 +65,34 @@ def best_known_latency(network: Any, files: dict[str, Path]) -> float:
     return total
 
 
-def run_one(network: Any, files: dict[str, Path], agent: str, seed: int, trials: int, batch: int) -> dict[str, Any]:
+def entry(agent: str, shared_model: bool = False, transfer: int = 0) -> str:
+    """The name a run is ranked under: the agent, then its network options as on the command line."""
+    return agent + (" --shared-model" if shared_model else "") + (f" --transfer {transfer}" if transfer else "")
+
+
+def row_entry(row: dict[str, Any]) -> str:
+    """A result line's entry (lines written before the options existed are plain runs)."""
+    return entry(row["agent"], row.get("shared_model", False), row.get("transfer", 0))
+
+
+def run_one(network: Any, files: dict[str, Path], agent: str, seed: int, trials: int, batch: int,
+            shared_model: bool = False, transfer: int = 0) -> dict[str, Any]:
     from agents.network import tune_network
     from tune_gym.measure.surrogate import SurrogateBackend
 
     backend = SurrogateBackend(dataset=[str(p) for p in files.values()], seed=seed)
     t0 = time.perf_counter()
     result = tune_network(network, agent=agent, trials=trials, batch=batch, backend=backend, seed=seed,
-                          progress=False)
+                          progress=False, shared_model=shared_model, transfer=transfer)
     simulated = sum(t.result.build_secs + t.result.run_secs for p in result.tasks for t in p.runner.result.trials
                     if t.source == "measured")
-    return {"agent": agent, "seed": seed, "trials": sum(p.trials for p in result.tasks),
+    return {"agent": agent, "shared_model": shared_model, "transfer": transfer, "seed": seed,
+            "trials": sum(p.trials for p in result.tasks),
             "latency_ms": result.estimated_latency * 1e3, "simulated_tuning_s": round(simulated, 1),
             "agent_s": round(time.perf_counter() - t0, 1),
-            "per_kernel_trials": [p.trials for p in result.tasks]}
+            "per_kernel_trials": [p.trials for p in result.tasks],
+            "carried": sum(len(p.carried) for p in result.tasks),
+            "best_carried": sum(p.best_trial is not None and p.best_trial.config in p.carried for p in result.tasks)}
 
 
 def markdown(network: str, runs: list[dict[str, Any]], best_ms: float, meta: dict[str, Any]) -> str:
@@ -87,7 +106,7 @@ def markdown(network: str, runs: list[dict[str, Any]], best_ms: float, meta: dic
     ]
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
-        by_agent.setdefault(r["agent"], []).append(r)
+        by_agent.setdefault(row_entry(r), []).append(r)
     rows = []
     for agent, rs in by_agent.items():
         lat = np.array([r["latency_ms"] for r in rs])
@@ -109,8 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--trials", type=int, default=512)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--shared-model", action="store_true",
+                   help="the kernels' agents train on every kernel's measurements (meta-bo)")
+    p.add_argument("--transfer", type=int, default=0, metavar="K",
+                   help="configs per batch carried from kernels with the same knobs")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
+    if not 0 <= args.transfer <= args.batch:
+        p.error(f"--transfer {args.transfer} must be in [0, --batch] = [0, {args.batch}]")
 
     from tune_gym.datasets.catalog import catalog
     from tune_gym.networks import import_network
@@ -126,21 +151,21 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / f"{args.network}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     done = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
-    keys = {(r["agent"], r["seed"], r["trials"]) for r in done}
-    for agent in args.agents:
+    keys = {(row_entry(r), r["seed"], r["trials"]) for r in done}
+    names = [entry(agent, args.shared_model, args.transfer) for agent in args.agents]
+    for agent, name in zip(args.agents, names):
         for seed in range(args.seeds):
-            if (agent, seed, args.trials) in keys:
+            if (name, seed, args.trials) in keys:
                 continue
-            row = run_one(net, files, agent, seed, args.trials, args.batch)
-            print(f"{agent} seed {seed}: {row['latency_ms']:.3f} ms ({row['agent_s']:.0f} s)", flush=True)
+            row = run_one(net, files, agent, seed, args.trials, args.batch, args.shared_model, args.transfer)
+            print(f"{name} seed {seed}: {row['latency_ms']:.3f} ms ({row['agent_s']:.0f} s)", flush=True)
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             done.append(row)
     hosts = sorted({h for e in entries for h in e.hosts})
     meta = {"trials": args.trials, "batch": args.batch, "data": str(args.data), "kernels": len(files),
             "host": ", ".join(hosts)}
-    table = markdown(args.network, [r for r in done if r["trials"] == args.trials and r["agent"] in args.agents],
-                     best_ms, meta)
+    table = markdown(args.network, [r for r in done if r["trials"] == args.trials], best_ms, meta)
     (args.out / f"{args.network}.md").write_text(table)
     print(table)
     return 0

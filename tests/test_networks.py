@@ -324,6 +324,14 @@ def test_network_track_on_tiny(tiny, tmp_path):
     assert network_track.main(args) == 0  # resumed: nothing new
     assert len((out / "tiny.jsonl").read_text().splitlines()) == 4
     assert "| 1 |" in (out / "tiny.md").read_text()
+    # configs carried across kernels: its own entry, ranked next to the plain runs
+    assert network_track.main(["--network", "tiny", "--data", str(data), "--agents", "random", "--seeds", "1",
+                               "--trials", "64", "--transfer", "2", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "tiny.jsonl").read_text().splitlines()]
+    assert [(network_track.row_entry(r), r["seed"]) for r in rows[4:]] == [("random --transfer 2", 0)]
+    assert rows[4]["transfer"] == 2 and rows[4]["trials"] == 64 and rows[4]["carried"] > 0  # tiny's convs are peers
+    table = (out / "tiny.md").read_text()
+    assert all(f"| {name} |" in table for name in ("random", "ga", "random --transfer 2"))
 
 
 @pytest.mark.heavy
