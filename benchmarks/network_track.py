@@ -21,7 +21,8 @@ kernel's peers); such runs are ranked as their own entries, ``AGENT --shared-mod
 next to the plain ones.
 
 Results go to ``OUT/NETWORK.jsonl`` (one line per run, keyed by entry, seed and budget: a killed
-track resumes with the runs it has not done) and ``OUT/NETWORK.md``.
+track resumes with the runs it has not done) and ``OUT/NETWORK.md``, which ranks every entry of the
+file at this budget, whichever ``--agents`` this invocation ran.
 """
 
 from __future__ import annotations
