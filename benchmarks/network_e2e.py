@@ -61,6 +61,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.network_track import entry
+
 OUT = Path("benchmarks/results/networks")
 #: Kernels of at least this many milliseconds a pass inside the network are compared with their tuned time.
 KERNEL_MS = 0.5
@@ -157,10 +159,8 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     labels = []
     for run in sorted(p for p in root.iterdir() if (p / "records").is_dir() and (p / "tuning.json").exists()):
         info = _load(run / "tuning.json")  # every agent run of this network, whatever --agents says
-        label = (f"tune_gym {info['agent']}" + "".join(f" -o {k}={v}" for k, v in info.get("options", {}).items())
-                 + "".join(f" -b {k}={v}" for k, v in info.get("backend_options", {}).items())
-                 + (" --shared-model" if info.get("shared_model") else "")
-                 + (f" --transfer {info['transfer']}" if info.get("transfer") else ""))
+        label = "tune_gym " + entry(info["agent"], info.get("shared_model", False), info.get("transfer", 0),
+                                    info.get("options"), info.get("backend_options"))
         labels.append(label)
         if args.only and label not in args.only:  # PyTorch and tune_relax stay: the ratios' bases
             continue

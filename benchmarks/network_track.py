@@ -66,9 +66,13 @@ def best_known_latency(network: Any, files: dict[str, Path]) -> float:
     return total
 
 
-def entry(agent: str, shared_model: bool = False, transfer: int = 0) -> str:
-    """The name a run is ranked under: the agent, then its network options as on the command line."""
-    return agent + (" --shared-model" if shared_model else "") + (f" --transfer {transfer}" if transfer else "")
+def entry(agent: str, shared_model: bool = False, transfer: int = 0, options: dict[str, Any] | None = None,
+          backend_options: dict[str, Any] | None = None) -> str:
+    """The name a run goes by (here and in :mod:`benchmarks.network_e2e`): the agent, then its
+    options as on the command line."""
+    return (agent + "".join(f" -o {k}={v}" for k, v in (options or {}).items())
+            + "".join(f" -b {k}={v}" for k, v in (backend_options or {}).items())
+            + (" --shared-model" if shared_model else "") + (f" --transfer {transfer}" if transfer else ""))
 
 
 def row_entry(row: dict[str, Any]) -> str:
