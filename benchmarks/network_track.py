@@ -20,9 +20,19 @@ transfer=K)`` does (one cost model over the kernels' rows; ``K`` configs a batch
 kernel's peers); such runs are ranked as their own entries, ``AGENT --shared-model --transfer K``,
 next to the plain ones.
 
-Results go to ``OUT/NETWORK.jsonl`` (one line per run, keyed by entry, seed and budget: a killed
-track resumes with the runs it has not done) and ``OUT/NETWORK.md``, which ranks every entry of the
-file at this budget, whichever ``--agents`` this invocation ran.
+``--drift S`` (> 0) runs the track on a host whose speed wanders between measurements: every
+config's measurement is scaled by one factor ``exp(S * z)``, ``z ~ N(0, 1)`` (the surrogate's
+``drift`` option, :mod:`tune_gym.measure.surrogate`). A tuner then sees lucky measurements as
+fast configs, so such a track scores each run by the true latency of the configs it picked (the
+surrogate's noise-free prediction, ``true ms``) and shows the measured one next to it; their gap
+is the winner's curse. Every run records both. Without drift the track ranks by the measured
+latency, which the surrogate's per-repeat noise (averaged over the repeats) keeps close to the
+true one.
+
+Results go to ``OUT/NETWORK.jsonl`` (``OUT/NETWORK-driftS.jsonl`` with ``--drift S``; one line
+per run, keyed by entry, seed and budget: a killed track resumes with the runs it has not done)
+and the ``.md`` of the same name, which ranks every entry of the file at this budget, whichever
+``--agents`` this invocation ran.
 """
 
 from __future__ import annotations
@@ -80,47 +90,69 @@ def row_entry(row: dict[str, Any]) -> str:
     return entry(row["agent"], row.get("shared_model", False), row.get("transfer", 0))
 
 
+def true_latency(result: Any, backend: Any) -> float:
+    """``sum(weight * noise-free latency of the best config)`` over the run's kernels (seconds):
+    the surrogate's prediction of each kernel's pick, without per-repeat noise or drift."""
+    total = 0.0
+    for p in result.tasks:
+        best = p.best_trial
+        if best is None or not best.result.ok:
+            return float("inf")
+        space = p.runner.base.space
+        cost, _ = backend.model(p.task.task, space.preset).predict([best.config])
+        total += p.task.weight * float(cost[0])
+    return total
+
+
 def run_one(network: Any, files: dict[str, Path], agent: str, seed: int, trials: int, batch: int,
-            shared_model: bool = False, transfer: int = 0) -> dict[str, Any]:
+            shared_model: bool = False, transfer: int = 0, drift: float = 0.0) -> dict[str, Any]:
     from agents.network import tune_network
     from tune_gym.measure.surrogate import SurrogateBackend
 
-    backend = SurrogateBackend(dataset=[str(p) for p in files.values()], seed=seed)
+    backend = SurrogateBackend(dataset=[str(p) for p in files.values()], seed=seed, drift=drift)
     t0 = time.perf_counter()
     result = tune_network(network, agent=agent, trials=trials, batch=batch, backend=backend, seed=seed,
                           progress=False, shared_model=shared_model, transfer=transfer)
+    seconds = time.perf_counter() - t0
     simulated = sum(t.result.build_secs + t.result.run_secs for p in result.tasks for t in p.runner.result.trials
                     if t.source == "measured")
     return {"agent": agent, "shared_model": shared_model, "transfer": transfer, "seed": seed,
-            "trials": sum(p.trials for p in result.tasks),
-            "latency_ms": result.estimated_latency * 1e3, "simulated_tuning_s": round(simulated, 1),
-            "agent_s": round(time.perf_counter() - t0, 1),
+            "trials": sum(p.trials for p in result.tasks), "drift": drift,
+            "latency_ms": result.estimated_latency * 1e3, "true_latency_ms": true_latency(result, backend) * 1e3,
+            "simulated_tuning_s": round(simulated, 1),
+            "agent_s": round(seconds, 1),
             "per_kernel_trials": [p.trials for p in result.tasks],
             "carried": sum(len(p.carried) for p in result.tasks),
             "best_carried": sum(p.best_trial is not None and p.best_trial.config in p.carried for p in result.tasks)}
 
 
 def markdown(network: str, runs: list[dict[str, Any]], best_ms: float, meta: dict[str, Any]) -> str:
-    lines = [
-        f"**{network}** network track: {meta['trials']} trials over the network, batch {meta['batch']}, gradient "
-        f"scheduler, `surrogate` backend fitted to `{meta['data']}` ({meta['kernels']} kernel datasets, measured on "
-        f"host `{meta['host']}`). Best known: {best_ms:.3f} ms (every kernel at its dataset's fastest config). "
-        "Latency: sum over kernels of weight x the best config's latency; median [IQR] over seeds.", "",
-        "| rank | agent | seeds | latency ms | vs best known | simulated tuning s | agent s |",
-        "|---:|---|---:|---:|---:|---:|---:|",
-    ]
+    drift = meta.get("drift", 0.0)
+    head = (f"**{network}** network track: {meta['trials']} trials over the network, batch {meta['batch']}, gradient "
+            f"scheduler, `surrogate` backend fitted to `{meta['data']}` ({meta['kernels']} kernel datasets, measured "
+            f"on host `{meta['host']}`). Best known: {best_ms:.3f} ms (every kernel at its dataset's fastest config). ")
+    if drift:
+        head += (f"Host drift {drift}: each config's measurement scaled by exp({drift} z), z ~ N(0, 1). Score (true "
+                 "ms): sum over kernels of weight x the noise-free latency of the config the run picked as its best; "
+                 "measured ms: the same configs as the run measured them; median [IQR] over seeds.")
+        cols = "| rank | agent | seeds | true ms | measured ms | vs best known | simulated tuning s | agent s |"
+    else:
+        head += "Latency: sum over kernels of weight x the best config's latency; median [IQR] over seeds."
+        cols = "| rank | agent | seeds | latency ms | vs best known | simulated tuning s | agent s |"
+    lines = [head, "", cols, "|---:|---|" + "---:|" * (cols.count("|") - 3)]
+    key = "true_latency_ms" if drift else "latency_ms"
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by_agent.setdefault(row_entry(r), []).append(r)
     rows = []
     for agent, rs in by_agent.items():
-        lat = np.array([r["latency_ms"] for r in rs])
-        q1, med, q3 = np.percentile(lat, [25, 50, 75])
-        rows.append((med, agent, len(rs), q1, q3, np.median([r["simulated_tuning_s"] for r in rs]),
+        q1, med, q3 = np.percentile([r[key] for r in rs], [25, 50, 75])
+        measured = float(np.median([r["latency_ms"] for r in rs]))
+        rows.append((med, agent, len(rs), q1, q3, measured, np.median([r["simulated_tuning_s"] for r in rs]),
                      np.median([r["agent_s"] for r in rs])))
-    for rank, (med, agent, n, q1, q3, sim, secs) in enumerate(sorted(rows), 1):
-        lines.append(f"| {rank} | {agent} | {n} | {med:.3f} [{q1:.3f}, {q3:.3f}] | {best_ms / med:.3f} | "
-                     f"{sim:.0f} | {secs:.0f} |")
+    for rank, (med, agent, n, q1, q3, measured, sim, secs) in enumerate(sorted(rows), 1):
+        shown = f"{med:.3f} [{q1:.3f}, {q3:.3f}] | " + (f"{measured:.3f} | " if drift else "")
+        lines.append(f"| {rank} | {agent} | {n} | {shown}{best_ms / med:.3f} | {sim:.0f} | {secs:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -137,10 +169,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="the kernels' agents train on every kernel's measurements (meta-bo)")
     p.add_argument("--transfer", type=int, default=0, metavar="K",
                    help="configs per batch carried from kernels with the same knobs")
+    p.add_argument("--drift", type=float, default=0.0, metavar="S",
+                   help="host drift: each config's measurement scaled by exp(S z), z ~ N(0, 1); runs are scored by "
+                        "the true latency of their picks and go to OUT/NETWORK-driftS.jsonl (0: none)")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     if not 0 <= args.transfer <= args.batch:
         p.error(f"--transfer {args.transfer} must be in [0, --batch] = [0, {args.batch}]")
+    if not 0 <= args.drift <= 2:
+        p.error(f"--drift {args.drift} must be in [0, 2]")
 
     from tune_gym.datasets.catalog import catalog
     from tune_gym.networks import import_network
@@ -153,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     net = import_network(args.network, target)
     files = kernel_datasets(net, args.data)
     best_ms = best_known_latency(net, files) * 1e3
-    out = args.out / f"{args.network}.jsonl"
+    stem = args.network + (f"-drift{args.drift:g}" if args.drift else "")
+    out = args.out / f"{stem}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     done = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
     keys = {(row_entry(r), r["seed"], r["trials"]) for r in done}
@@ -162,16 +200,18 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds):
             if (name, seed, args.trials) in keys:
                 continue
-            row = run_one(net, files, agent, seed, args.trials, args.batch, args.shared_model, args.transfer)
-            print(f"{name} seed {seed}: {row['latency_ms']:.3f} ms ({row['agent_s']:.0f} s)", flush=True)
+            row = run_one(net, files, agent, seed, args.trials, args.batch, args.shared_model, args.transfer,
+                          args.drift)
+            print(f"{name} seed {seed}: {row['latency_ms']:.3f} ms measured, {row['true_latency_ms']:.3f} true "
+                  f"({row['agent_s']:.0f} s)", flush=True)
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             done.append(row)
     hosts = sorted({h for e in entries for h in e.hosts})
     meta = {"trials": args.trials, "batch": args.batch, "data": str(args.data), "kernels": len(files),
-            "host": ", ".join(hosts)}
+            "host": ", ".join(hosts), "drift": args.drift}
     table = markdown(args.network, [r for r in done if r["trials"] == args.trials], best_ms, meta)
-    (args.out / f"{args.network}.md").write_text(table)
+    (args.out / f"{stem}.md").write_text(table)
     print(table)
     return 0
 

@@ -332,6 +332,15 @@ def test_network_track_on_tiny(tiny, tmp_path):
     assert rows[4]["transfer"] == 2 and rows[4]["trials"] == 64 and rows[4]["carried"] > 0  # tiny's convs are peers
     table = (out / "tiny.md").read_text()
     assert all(f"| {name} |" in table for name in ("random", "ga", "random --transfer 2"))
+    assert all(r["true_latency_ms"] > 0 and r["drift"] == 0 for r in rows)
+    # a drifting host: its own file, runs scored by the true latency of their picks
+    assert network_track.main(["--network", "tiny", "--data", str(data), "--agents", "random", "--seeds", "1",
+                               "--trials", "64", "--drift", "0.5", "--out", str(out)]) == 0
+    [row] = [json.loads(line) for line in (out / "tiny-drift0.5.jsonl").read_text().splitlines()]
+    assert row["drift"] == 0.5 and np.isfinite(row["true_latency_ms"]) and row["true_latency_ms"] != row["latency_ms"]
+    assert "| rank | agent | seeds | true ms | measured ms |" in (out / "tiny-drift0.5.md").read_text()
+    with pytest.raises(SystemExit):
+        network_track.main(["--network", "tiny", "--data", str(data), "--drift", "3", "--out", str(out)])
 
 
 @pytest.mark.heavy

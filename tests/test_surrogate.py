@@ -59,6 +59,25 @@ def test_noise_off_is_the_prediction_and_noise_is_small(tiny, dense_task, dense_
     assert np.all(np.abs(ratios - 1) < 0.5) and np.any(ratios != 1)
 
 
+def test_drift_scales_each_config_once_and_repeats_alike(tiny, dense_task, dense_space):
+    """drift=s: one log-normal factor per config, shared by its repeats (averaging does not remove
+    it), the same for a config in any batch, none with drift=0."""
+    configs = _configs(dense_space, 400)
+    quiet = SurrogateBackend(tiny, noise=False).measure(dense_task, dense_space, configs)
+    drifted = SurrogateBackend(tiny, noise=False, drift=0.3, seed=5).measure(dense_task, dense_space, configs)
+    logs = np.log([d.mean / q.mean for d, q in zip(drifted, quiet)])
+    assert all(len(set(d.costs)) == 1 for d in drifted)  # one factor for every repeat of a config
+    assert 0.2 < logs.std() < 0.4 and abs(logs.mean()) < 0.1  # N(0, 0.3^2): std 0.3 (400 draws)
+    again = SurrogateBackend(tiny, noise=False, drift=0.3, seed=5)
+    assert [again.measure(dense_task, dense_space, [c])[0] for c in configs[:5]] == drifted[:5]
+    other = SurrogateBackend(tiny, noise=False, drift=0.3, seed=6).measure(dense_task, dense_space, configs[:20])
+    assert [r.mean for r in other] != [r.mean for r in drifted[:20]]
+    assert SurrogateBackend(tiny, noise=False, drift=0.0).measure(dense_task, dense_space, configs) == quiet
+    assert make_backend("surrogate", dataset=tiny, drift=0.1).drift == 0.1
+    with pytest.raises(ValueError, match=r"drift must be a finite number in \[0, 2\], got -0.5"):
+        make_backend("surrogate", dataset=tiny, drift=-0.5)
+
+
 def test_recorded_configs_are_predicted_closely(tiny):
     model = SurrogateModel(tiny)
     pred, _ = model.predict(tiny.configs)

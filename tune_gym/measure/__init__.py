@@ -43,7 +43,8 @@ def make_backend(name: str, **options: Any) -> Backend:
       against (``"recorded"``: the one it was recorded under, without TVM).
     * ``surrogate``: an XGBoost model fitted on the data answers any config
       (:class:`SurrogateBackend`); options ``dataset`` (as for replay), ``seed`` (noise
-      seed, default 0) and ``noise`` (default ``True``).
+      seed, default 0), ``noise`` (default ``True``) and ``drift`` (default 0: per-config
+      speed drift of the host, :mod:`tune_gym.measure.surrogate`).
     * ``rpc``: builds here, times on devices registered with a TVM RPC tracker
       (:class:`tune_gym.measure.rpc.RPCBackend`); options: :class:`RPCConfig` fields
       (``tracker="host:port"``, ``key``, ``devices``, the live timing options, ...).
@@ -84,10 +85,12 @@ def make_backend(name: str, **options: Any) -> Backend:
     if name == "surrogate":
         from tune_gym.measure.surrogate import SurrogateBackend
 
-        unknown = set(options) - {"dataset", "seed", "noise"}
+        unknown = set(options) - {"dataset", "seed", "noise", "drift"}
         if unknown:
-            raise OptionError(f"surrogate backend_options are 'dataset', 'seed' and 'noise', not {sorted(unknown)}")
-        return SurrogateBackend(options.get("dataset"), seed=options.get("seed", 0), noise=options.get("noise", True))
+            raise OptionError(f"surrogate backend_options are 'dataset', 'seed', 'noise' and 'drift', "
+                              f"not {sorted(unknown)}")
+        return SurrogateBackend(options.get("dataset"), seed=options.get("seed", 0), noise=options.get("noise", True),
+                                drift=options.get("drift", 0.0))
     if name == "rpc":
         from tune_gym.measure.rpc import RPCBackend
 
