@@ -59,17 +59,21 @@ def test_noise_off_is_the_prediction_and_noise_is_small(tiny, dense_task, dense_
     assert np.all(np.abs(ratios - 1) < 0.5) and np.any(ratios != 1)
 
 
-def test_drift_scales_each_config_once_and_repeats_alike(tiny, dense_task, dense_space):
-    """drift=s: one log-normal factor per config, shared by its repeats (averaging does not remove
-    it), the same for a config in any batch, none with drift=0."""
+def test_drift_scales_each_measurement_and_repeats_alike(tiny, dense_task, dense_space):
+    """drift=s: one log-normal factor per measurement, shared by its repeats (averaging does not
+    remove it); the n-th measurement of a config is the same in any batch; none with drift=0."""
     configs = _configs(dense_space, 400)
     quiet = SurrogateBackend(tiny, noise=False).measure(dense_task, dense_space, configs)
-    drifted = SurrogateBackend(tiny, noise=False, drift=0.3, seed=5).measure(dense_task, dense_space, configs)
+    backend = SurrogateBackend(tiny, noise=False, drift=0.3, seed=5)
+    drifted = backend.measure(dense_task, dense_space, configs)
     logs = np.log([d.mean / q.mean for d, q in zip(drifted, quiet)])
-    assert all(len(set(d.costs)) == 1 for d in drifted)  # one factor for every repeat of a config
+    assert all(len(set(d.costs)) == 1 for d in drifted)  # one factor for every repeat of a measurement
     assert 0.2 < logs.std() < 0.4 and abs(logs.mean()) < 0.1  # N(0, 0.3^2): std 0.3 (400 draws)
+    second = backend.measure(dense_task, dense_space, configs[:50])  # measured again: fresh draws
+    assert sum(a.mean != b.mean for a, b in zip(second, drifted)) == 50
     again = SurrogateBackend(tiny, noise=False, drift=0.3, seed=5)
     assert [again.measure(dense_task, dense_space, [c])[0] for c in configs[:5]] == drifted[:5]
+    assert again.measure(dense_task, dense_space, configs[4::-1]) == second[4::-1]  # 2nd measurement, any order
     other = SurrogateBackend(tiny, noise=False, drift=0.3, seed=6).measure(dense_task, dense_space, configs[:20])
     assert [r.mean for r in other] != [r.mean for r in drifted[:20]]
     assert SurrogateBackend(tiny, noise=False, drift=0.0).measure(dense_task, dense_space, configs) == quiet

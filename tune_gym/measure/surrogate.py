@@ -26,11 +26,13 @@ The model (:class:`SurrogateModel`), fitted per (task, preset):
   itself for every repeat.
 * **Drift** (``drift=s``, default 0): a host whose speed wanders between measurements (on
   shared or virtual machines a kernel's time can move by 2x between runs minutes apart). Each
-  config's repeats are all scaled by one factor ``exp(s * z)``, ``z`` a standard normal drawn
-  from a hash of ``(seed, config)`` (Box-Muller on two SplitMix64 draws), so averaging repeats
-  does not remove it. The fastest of many such measurements is then often a lucky one (the
-  winner's curse): :meth:`SurrogateModel.predict` gives the noise-free cost of the configs a
-  tuner picked, which is how ``benchmarks/network_track.py --drift`` scores them.
+  measurement of a config scales all its repeats by one factor ``exp(s * z)``, ``z`` a standard
+  normal drawn from a hash of ``(seed, config, n)`` (Box-Muller on two SplitMix64 draws), ``n``
+  the number of times this backend measured the config before: averaging repeats does not
+  remove it, measuring again draws afresh, and the n-th measurement of a config is the same in
+  whatever order or batch it comes. The fastest of many such measurements is often a lucky one
+  (the winner's curse): :meth:`SurrogateModel.predict` gives the noise-free cost of the configs
+  a tuner picked, which is how ``benchmarks/network_track.py --drift`` scores them.
 * **Simulated clock**: a predicted success takes the median ``build_secs`` and
   ``run_secs`` of the dataset's successful rows, a predicted failure those of its failed
   rows, so sessions on the surrogate advance a plausible tuning clock.
@@ -281,7 +283,7 @@ class SurrogateModel:
         p_fail = classifier.inplace_predict(x).astype(np.float64) if classifier is not None else np.zeros(len(x))
         return cost, p_fail
 
-    def _hash(self, configs: np.ndarray | Sequence[Config], seed: int) -> np.ndarray:
+    def config_hash(self, configs: np.ndarray | Sequence[Config], seed: int) -> np.ndarray:
         """A SplitMix64 hash of the seed and each config's knob indices (uint64 per config).
         Indices of knobs the config's sketch does not use are zeroed first, so every spelling
         of one config hashes alike."""
@@ -299,35 +301,42 @@ class SurrogateModel:
         Deterministic for ``(seed, config)``: the draw of repeat ``r`` indexes the pool with
         a SplitMix64 hash of the seed, the config's knob indices and ``r``.
         """
-        draws = _splitmix64(self._hash(configs, seed)[:, None] + np.arange(self.repeats, dtype=np.uint64)[None, :])
+        h = self.config_hash(configs, seed)
+        draws = _splitmix64(h[:, None] + np.arange(self.repeats, dtype=np.uint64)[None, :])
         return self.deviations[draws % np.uint64(len(self.deviations))]
 
-    def drift(self, configs: np.ndarray | Sequence[Config], seed: int, scale: float) -> np.ndarray:
+    def drift(self, configs: np.ndarray | Sequence[Config], seed: int, scale: float,
+              nth: np.ndarray | None = None) -> np.ndarray:
         """One factor ``exp(scale * z)`` per config, ``z`` standard normal, deterministic for
-        ``(seed, config)`` (Box-Muller on two hashes of it, independent of :meth:`noise`'s draws)."""
-        h = _splitmix64(self._hash(configs, seed) ^ _U64(0xD1B54A32D192ED03))  # another stream than noise's
+        ``(seed, config, nth)`` (Box-Muller on two hashes of it, independent of :meth:`noise`'s
+        draws); ``nth``: per config, how many times it was measured before (default 0)."""
+        h = _splitmix64(self.config_hash(configs, seed) ^ _U64(0xD1B54A32D192ED03))  # another stream than noise's
+        if nth is not None:
+            n = np.asarray(nth, dtype=np.uint64)
+            h = np.where(n > 0, _splitmix64(h + n), h)
         u1 = ((h >> _U64(11)).astype(np.float64) + 0.5) / 2.0**53  # in (0, 1)
         u2 = ((_splitmix64(h) >> _U64(11)).astype(np.float64) + 0.5) / 2.0**53
         z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
         return np.exp(scale * z)
 
     def results(self, configs: np.ndarray | Sequence[Config], seed: int | None = None,
-                noise: bool = True, drift: float = 0.0) -> list[MeasureResult]:
+                noise: bool = True, drift: float = 0.0, nth: np.ndarray | None = None) -> list[MeasureResult]:
         """One simulated :class:`MeasureResult` per config (see the module docstring).
 
         Args:
             configs: configs of the model's space.
             seed: the noise seed (default: the model's seed).
             noise: draw each repeat's deviation; ``False``: every repeat is the prediction.
-            drift: the scale of the per-config factor shared by its repeats (:meth:`drift`);
-                0: none.
+            drift: the scale of the per-measurement factor shared by its repeats
+                (:meth:`drift`); 0: none.
+            nth: per config, how many times it was measured before (the drift's draw).
         """
         if not len(configs):
             return []
         seed = self.seed if seed is None else seed
         cost, p_fail = self.predict(configs)
         if drift:
-            cost = cost * self.drift(configs, seed, drift)
+            cost = cost * self.drift(configs, seed, drift, nth)
         costs = cost[:, None] * (self.noise(configs, seed) if noise else np.ones((len(cost), self.repeats)))
         extra = {"source": "surrogate"}
         out = []
@@ -441,13 +450,14 @@ class SurrogateBackend(Backend):
                  seed: Annotated[int, Int(0, help="the noise seed (and XGBoost's)")] = 0,
                  noise: Annotated[bool, Bool(help="draw per-repeat noise from the recorded repeats (False: the "
                                                   "prediction for every repeat)")] = True,
-                 drift: Annotated[float, Float(0.0, 2.0, help="scale s of a per-config factor exp(s * z), z ~ "
-                                                              "N(0, 1), shared by its repeats: a host whose speed "
-                                                              "wanders between measurements (0: none)")] = 0.0,
+                 drift: Annotated[float, Float(0.0, 2.0, help="scale s of a per-measurement factor exp(s * z), "
+                                                              "z ~ N(0, 1), shared by its repeats: a host whose "
+                                                              "speed wanders between measurements (0: none)")] = 0.0,
                  ) -> None:
         self.seed = seed
         self.noise = noise
         self.drift = drift
+        self._times: dict[tuple[str, str], collections.Counter[int]] = {}  # config hash -> measurements (drift)
         from tune_gym.datasets.source import DataSource
 
         self.data = DataSource(dataset, "surrogate")
@@ -505,7 +515,14 @@ class SurrogateBackend(Backend):
                     f"{space.preset}) has fingerprint {current}: its indices mean other schedules. Fit the surrogate "
                     f"on data collected for this space: tune-gym collect {space.task.uri} --preset {space.preset}")
             self._checked[key] = space
-        return model.results(configs, seed=self.seed, noise=self.noise, drift=self.drift)
+        nth = None
+        if self.drift:  # the n-th measurement of a config draws the n-th factor
+            times = self._times.setdefault(key, collections.Counter())
+            nth = np.zeros(len(configs), dtype=np.int64)
+            for i, h in enumerate(model.config_hash(configs, self.seed).tolist()):
+                nth[i] = times[h]
+                times[h] += 1
+        return model.results(configs, seed=self.seed, noise=self.noise, drift=self.drift, nth=nth)
 
     def tasks(self) -> dict[tuple[str, str], int]:
         """``{(task URI, preset): rows}`` of the data loaded so far."""
