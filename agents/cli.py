@@ -81,7 +81,7 @@ def cmd_network(args: argparse.Namespace) -> int:
                           agent_options=parse_options(args.option), out_dir=args.out, resume=args.resume,
                           seed=args.seed, backend=args.backend, backend_options=parse_options(args.backend_option),
                           preset=args.preset, progress=not args.quiet, shared_model=args.shared_model,
-                          transfer=args.transfer)
+                          transfer=args.transfer, confirm=args.confirm)
     threads = int(net.target.resolved().get("num-cores", 1))
     compare = tuple(c for c in args.compare.split(",") if c)
     report = network_report(result, threads, compare, timing_repeats=args.timing_repeats)
@@ -254,6 +254,9 @@ def register(sub: Any) -> None:
     p.add_argument("--transfer", type=int, default=0, metavar="K",
                    help="configs per batch carried from kernels with the same knobs: their best configs, "
                         "mapped (agents.transfer); 0: none")
+    p.add_argument("--confirm", type=int, default=0, metavar="K",
+                   help="after the budget, measure each kernel's K fastest configs again, together, and keep the "
+                        "fastest of that (against lucky timings on a drifting host); extra measurements, not trials")
     p.add_argument("--backend", default="live", choices=BACKENDS)
     p.add_argument("--backend-option", "-b", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (live: a LiveConfig field, e.g. -b flush_cache=true)")

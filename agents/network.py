@@ -28,6 +28,15 @@ With ``transfer=K``, up to ``K`` configs of each batch are carried from the kern
 so far, mapped onto the kernel's knobs, the fastest peer's first (:mod:`agents.transfer`); the
 agent proposes the rest and learns from all of them.
 
+With ``confirm=K``, once the budget is spent each kernel's ``K`` fastest configs are measured
+again, together, one batch per kernel, and the fastest of that re-measurement is the kernel's
+pick (what :meth:`NetworkTuneResult.database` exports and the estimated latency adds up). The
+best of hundreds of measurements is often a lucky one on a host whose speed wanders (the
+winner's curse); measured again side by side, the candidates are compared at one moment and
+without that selection bias. The re-measurements are extra measurements, not trials; they are
+kept in ``out_dir/confirm/<digest>.jsonl`` and a resumed run re-uses them while the kernel's
+``K`` fastest configs are the same.
+
 The budget counts unique trials over all tasks, records included: a killed run started again
 with ``resume=True`` loads each task's records (nothing is measured twice) and goes on with the
 scheduler's state rebuilt from them. Every choice is deterministic given the seed and the
@@ -47,7 +56,7 @@ from agents.transfer import peer_configs
 from tune_gym.networks.network import Network, NetworkTask
 from tune_gym.space import Config
 
-__all__ = ["SCHEDULERS", "NetworkTuneResult", "TaskProgress", "tune_network"]
+__all__ = ["SCHEDULERS", "NetworkTuneResult", "TaskProgress", "pick_records", "tune_network"]
 
 #: Task schedulers of :func:`tune_network`.
 SCHEDULERS = ("gradient", "round-robin")
@@ -65,6 +74,8 @@ class TaskProgress:
     #: Configs this run carried over from peer kernels (``tune_network(transfer=...)``; not
     #: those of an earlier, resumed run).
     carried: set[Config] = field(default_factory=set)
+    #: The re-measurement of the kernel's fastest configs (``tune_network(confirm=...)``).
+    confirmed: dict[Config, Any] = field(default_factory=dict)
 
     @property
     def trials(self) -> int:
@@ -80,6 +91,27 @@ class TaskProgress:
     def best_trial(self) -> Any:
         return self.runner.base.session.best
 
+    @property
+    def pick(self) -> tuple[Config, Any] | None:
+        """``(config, result)`` the kernel's schedule comes from: the fastest of the confirming
+        re-measurement when there is one, else the best trial; ``None`` before one ran."""
+        ok = [(c, r) for c, r in self.confirmed.items() if r.ok]
+        if ok:
+            return min(ok, key=lambda cr: cr[1].mean)
+        best = self.best_trial
+        return (best.config, best.result) if best is not None and best.result.ok else None
+
+    @property
+    def pick_latency(self) -> float:
+        """Seconds per call of :attr:`pick` as last measured (``inf`` before one ran)."""
+        pick = self.pick
+        return pick[1].mean if pick is not None else float("inf")
+
+    def fastest(self, k: int) -> list[Config]:
+        """The ``k`` configs of this run with the lowest measured latency (successes only)."""
+        ok = [t for t in self.runner.result.trials if t.result.ok]
+        return [t.config for t in sorted(ok, key=lambda t: t.result.mean)[:k]]
+
 
 @dataclass
 class NetworkTuneResult:
@@ -94,9 +126,9 @@ class NetworkTuneResult:
 
     @property
     def estimated_latency(self) -> float:
-        """``sum(weight * best latency)`` over the tuned kernels (seconds; ``inf`` while one has
-        no successful measurement): their share of a forward pass."""
-        return sum(p.task.weight * p.best_latency for p in self.tasks)
+        """``sum(weight * latency of the pick)`` over the tuned kernels (seconds; ``inf`` while
+        one has no successful measurement): their share of a forward pass."""
+        return sum(p.task.weight * p.pick_latency for p in self.tasks)
 
     def records(self) -> list[Any]:
         """Every record of the run's tasks (what :meth:`database` exports)."""
@@ -112,15 +144,17 @@ class NetworkTuneResult:
         return out
 
     def database(self, directory: str | Path | None = None) -> Any:
-        """The best config of each kernel as a MetaSchedule database (in ``directory``, by
-        default ``records_dir/../database``), ready for :meth:`Network.compile`."""
+        """Each kernel's pick (its best config, or with ``confirm`` the fastest of the
+        re-measurement) as a MetaSchedule database (in ``directory``, by default
+        ``records_dir/../database``), ready for :meth:`Network.compile`."""
         from tune_gym.records import export_database, load_database
 
+        if self.records_dir is None:
+            raise ValueError("this run kept no records (give out_dir)")
         if directory is None:
-            if self.records_dir is None:
-                raise ValueError("this run kept no records (give out_dir)")
             directory = self.records_dir.parent / "database"
-        return load_database(export_database(self.records(), directory))
+        confirmed = {p.task.task.digest for p in self.tasks if p.confirmed}
+        return load_database(export_database(pick_records(self.records_dir.parent, confirmed), directory))
 
 
 def _pick(progress: list[TaskProgress], scheduler: str, turn: int) -> int | None:
@@ -149,6 +183,63 @@ def _pick(progress: list[TaskProgress], scheduler: str, turn: int) -> int | None
     return choice
 
 
+def pick_records(run_dir: str | Path, confirmed: set[str] | None = None) -> list[Any]:
+    """The records of a run whose best, task by task, is each kernel's pick: those of
+    ``run_dir/records/``, with a kernel's confirming re-measurement
+    (``run_dir/confirm/<digest>.jsonl``) in their place where it has one with a success.
+
+    Args:
+        run_dir: a :func:`tune_network` ``out_dir``.
+        confirmed: the task digests whose re-measurement counts (``None``: every one there).
+    """
+    from tune_gym.records import load_records
+
+    run_dir = Path(run_dir)
+    out = []
+    for path in sorted((run_dir / "records").glob("*.jsonl")):
+        again = run_dir / "confirm" / path.name
+        kept = load_records(again) if again.exists() and (confirmed is None or path.stem in confirmed) else []
+        out.extend(kept if any(r.result.ok for r in kept) else load_records(path))
+    return out
+
+
+def _confirm_path(folder: Path, p: TaskProgress) -> Path:
+    return folder / f"{p.task.task.digest}.jsonl"
+
+
+def _load_confirm(folder: Path, p: TaskProgress) -> list[Any]:
+    """The kernel's confirming re-measurement as records (none when there is no file)."""
+    from tune_gym.records import load_records
+
+    path = _confirm_path(folder, p)
+    return load_records(path, task=p.task.task.uri) if path.exists() else []
+
+
+def _confirm(state: list[TaskProgress], backend: Any, k: int, folder: Path | None, resume: bool) -> None:
+    """Measure each kernel's ``k`` fastest configs again, in one batch per kernel (see the
+    module docstring); a kept re-measurement of the same configs is re-used on resume."""
+    from tune_gym.records import Record, RecordWriter
+
+    for p in state:
+        top = p.fastest(k)
+        if len(top) < 2:  # nothing to choose between
+            continue
+        space = p.runner.base.space
+        if folder is not None and resume:
+            kept = {r.config: r.result for r in _load_confirm(folder, p)}
+            if set(kept) == set(top):
+                p.confirmed = kept
+                continue
+        results = backend.measure(p.task.task, space, top)
+        p.confirmed = dict(zip(top, results))
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = _confirm_path(folder, p)
+            path.unlink(missing_ok=True)  # one re-measurement per kernel: the latest
+            with RecordWriter(path) as writer:
+                writer.append([Record.create(space, c, r, backend.name) for c, r in zip(top, results)])
+
+
 def _carried(p: TaskProgress, state: list[TaskProgress], n: int) -> list[Config]:
     """Up to ``n`` configs for ``p``'s next batch, mapped from its peers' best configs
     (:func:`agents.transfer.peer_configs`), none that ``p`` has evaluated."""
@@ -162,7 +253,7 @@ def tune_network(
     network: Network, agent: str = "xgb-sa", trials: int = 512, batch: int = 8, scheduler: str = "gradient",
     agent_options: dict[str, Any] | None = None, out_dir: str | Path | None = None, resume: bool = False,
     seed: int = 0, backend: str | Any = "live", backend_options: dict[str, Any] | None = None,
-    preset: str = "full", progress: bool = True, shared_model: bool = False, transfer: int = 0,
+    preset: str = "full", progress: bool = True, shared_model: bool = False, transfer: int = 0, confirm: int = 0,
 ) -> NetworkTuneResult:
     """Tune the network's kernels with ``agent`` until ``trials`` unique trials are spent.
 
@@ -185,6 +276,9 @@ def tune_network(
             split knobs): their best configs mapped onto its knobs, the fastest peer's first
             (:mod:`agents.transfer`); the agent proposes the rest of the batch. They count
             against the budget like any trial. 0: none.
+        confirm: after the budget, each kernel's ``confirm`` fastest configs are measured again
+            together and the fastest of that re-measurement is its pick (module docstring);
+            extra measurements, not trials. 0 (or 1): none.
     """
     import gymnasium as gym
 
@@ -196,6 +290,8 @@ def tune_network(
         raise ValueError(f"trials ({trials}) and batch ({batch}) must be >= 1")
     if not 0 <= transfer <= batch:
         raise ValueError(f"transfer ({transfer}) must be in [0, batch] = [0, {batch}]")
+    if confirm < 0:
+        raise ValueError(f"confirm ({confirm}) must be >= 0")
     if resume and out_dir is None:
         raise ValueError("resume=True needs out_dir (where the records are)")
     if shared_model and not hasattr(agent_class(agent), "shared_rows"):
@@ -248,6 +344,8 @@ def tune_network(
                 bar.update(len(new))
                 lat = sum(q.task.weight * q.best_latency for q in state)
                 bar.set_postfix(est_ms=f"{lat * 1e3:.2f}" if lat != float("inf") else "-")
+        if confirm > 1:
+            _confirm(state, shared, confirm, Path(out_dir) / "confirm" if out_dir is not None else None, resume)
     finally:
         if bar is not None:
             bar.close()
@@ -293,13 +391,15 @@ def network_report(result: NetworkTuneResult, threads: int, compare: tuple[str, 
             rows["PyTorch eager"] = time_torch(net.name, threads, repeats=timing_repeats).to_json()
     tasks = []
     for p in result.tasks:
-        best = p.best_trial
+        best, pick = p.best_trial, p.pick
         tasks.append({
             "kernel": p.task.task.name, "uri": p.task.task.uri, "weight": p.task.weight,
             "anchor": p.task.anchor.uri if p.task.anchor else None, "trials": p.trials,
-            "carried": len(p.carried), "best_carried": best is not None and best.config in p.carried,
-            "best_ms": best.result.mean * 1e3 if best is not None and best.result.ok else None,
-            "gflops": best.result.gflops if best is not None and best.result.ok else None,
+            "carried": len(p.carried), "best_carried": pick is not None and pick[0] in p.carried,
+            "best_ms": pick[1].mean * 1e3 if pick is not None else None,
+            "gflops": pick[1].gflops if pick is not None else None,
+            "confirmed": len(p.confirmed),
+            "pick_is_best_trial": pick is not None and best is not None and pick[0] == best.config,
             "applied": p.task.task.name in applied})
     return {"network": net.name, "target": str(net.target), "agent": result.agent, "scheduler": result.scheduler,
             "trials": result.trials, "kernels": len(net.tasks), "tuned_kernels": len(result.tasks),

@@ -17,7 +17,10 @@ for a quiet machine:
   -b repeat=10`` times each config on ten cold-cache calls, as AutoTVM's x86 network recipe does).
   ``--shared-model`` lets the kernels' agents learn from each other's measurements (runs under
   ``AGENT-...-shared``); ``--transfer K`` starts each batch with up to K configs carried from
-  kernels with the same knobs (:mod:`agents.transfer`; runs under ``AGENT-...-transferK``).
+  kernels with the same knobs (:mod:`agents.transfer`; runs under ``AGENT-...-transferK``);
+  ``--confirm K`` measures each kernel's K fastest configs again once the budget is spent and
+  keeps the fastest of that (runs under ``AGENT-...-confirmK``; the ``time`` part compiles those
+  picks).
 * ``metaschedule``: MetaSchedule's ``tune_relax`` at the same budget, 16 trials per task
   iteration (``--ms-trials-per-iter``; its default, 64, would spend 512 trials on the first 8
   kernels of its round-robin warm-up and leave the rest untuned), into
@@ -93,7 +96,8 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
 
     for agent in args.agents:
         run_dir = root / (run_name(agent, args.option, args.backend_option) + ("-shared" if args.shared_model else "")
-                          + (f"-transfer{args.transfer}" if args.transfer else ""))
+                          + (f"-transfer{args.transfer}" if args.transfer else "")
+                          + (f"-confirm{args.confirm}" if args.confirm else ""))
         info = _load(run_dir / "tuning.json")
         if info.get("trials_done", 0) >= args.trials:
             print(f"{agent}: done ({info['trials_done']} trials, {info['seconds']:.0f} s)", flush=True)
@@ -103,18 +107,21 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
         result = tune_network(net, agent=agent, trials=args.trials, batch=args.batch, scheduler=args.scheduler,
                               agent_options=parse_options(args.option), out_dir=run_dir, resume=True, seed=args.seed,
                               backend_options=parse_options(args.backend_option) or None, progress=not args.quiet,
-                              shared_model=args.shared_model, transfer=args.transfer)
+                              shared_model=args.shared_model, transfer=args.transfer, confirm=args.confirm)
         done = sum(p.trials for p in result.tasks)
         info = {"agent": agent, "options": parse_options(args.option),
                 "backend_options": parse_options(args.backend_option), "shared_model": args.shared_model,
-                "transfer": args.transfer, "trials_done": done,
+                "transfer": args.transfer, "confirm": args.confirm, "trials_done": done,
                 "seconds": info.get("seconds", 0.0) + time.perf_counter() - t0,
                 "scheduler": args.scheduler, "batch": args.batch, "estimated_ms": result.estimated_latency * 1e3,
                 "per_task_trials": {p.task.task.name: p.trials for p in result.tasks}}
         if args.transfer:  # what this invocation carried (a resumed run counts its own part only)
             info["carried"] = {p.task.task.name: len(p.carried) for p in result.tasks if p.carried}
             info["best_carried"] = [p.task.task.name for p in result.tasks
-                                    if p.best_trial is not None and p.best_trial.config in p.carried]
+                                    if p.pick is not None and p.pick[0] in p.carried]
+        if args.confirm:  # kernels whose pick the re-measurement changed from the best trial
+            info["pick_not_best"] = [p.task.task.name for p in result.tasks if p.pick is not None
+                                     and p.best_trial is not None and p.pick[0] != p.best_trial.config]
         _save(run_dir / "tuning.json", info)
         print(f"{agent}: {done} trials, {info['seconds']:.0f} s, estimated {info['estimated_ms']:.2f} ms", flush=True)
 
@@ -140,9 +147,10 @@ def part_metaschedule(net: Any, args: argparse.Namespace, root: Path) -> None:
 
 def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
+    from agents.network import pick_records
     from tune_gym.host import host_fingerprint, host_id
     from tune_gym.networks.timing import paired_ratio, profile_executable, time_rounds
-    from tune_gym.records import export_database, load_database, load_records
+    from tune_gym.records import export_database, load_database
 
     threads = int(net.target.resolved().get("num-cores", 1))
     ref = net.torch_outputs()
@@ -160,11 +168,11 @@ def part_time(net: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     for run in sorted(p for p in root.iterdir() if (p / "records").is_dir() and (p / "tuning.json").exists()):
         info = _load(run / "tuning.json")  # every agent run of this network, whatever --agents says
         label = "tune_gym " + entry(info["agent"], info.get("shared_model", False), info.get("transfer", 0),
-                                    info.get("options"), info.get("backend_options"))
+                                    info.get("options"), info.get("backend_options"), info.get("confirm", 0))
         labels.append(label)
         if args.only and label not in args.only:  # PyTorch and tune_relax stay: the ratios' bases
             continue
-        records = [r for path in sorted((run / "records").glob("*.jsonl")) for r in load_records(path)]
+        records = pick_records(run, None if info.get("confirm") else set())  # each kernel's pick
         databases.append((label, load_database(export_database(records, run / "database")), info))
     unknown = set(args.only) - set(labels)
     if unknown:
@@ -277,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transfer", type=int, default=0, metavar="K",
                    help="configs per batch carried from kernels with the same knobs (tune_network(transfer=K)); "
                         "runs go to AGENT-...-transferK")
+    p.add_argument("--confirm", type=int, default=0, metavar="K",
+                   help="after the budget, each kernel's K fastest configs measured again, the fastest of that "
+                        "picked (tune_network(confirm=K)); runs go to AGENT-...-confirmK")
     p.add_argument("--trials", type=int, default=512)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--scheduler", default="gradient")

@@ -18,7 +18,9 @@ seconds of the configs measured). Lower latency ranks first.
 ``--shared-model`` and ``--transfer K`` run the agents as ``tune_network(shared_model=True,
 transfer=K)`` does (one cost model over the kernels' rows; ``K`` configs a batch carried from a
 kernel's peers); such runs are ranked as their own entries, ``AGENT --shared-model --transfer K``,
-next to the plain ones.
+next to the plain ones. So are runs with ``--confirm K`` (``tune_network(confirm=K)``: each
+kernel's ``K`` fastest configs measured again at the end, the fastest of that re-measurement
+picked; their simulated tuning time counts the re-measurements).
 
 ``--drift S`` (> 0) runs the track on a host whose speed wanders between measurements: every
 config's measurement is scaled by one factor ``exp(S * z)``, ``z ~ N(0, 1)`` (the surrogate's
@@ -77,53 +79,58 @@ def best_known_latency(network: Any, files: dict[str, Path]) -> float:
 
 
 def entry(agent: str, shared_model: bool = False, transfer: int = 0, options: dict[str, Any] | None = None,
-          backend_options: dict[str, Any] | None = None) -> str:
+          backend_options: dict[str, Any] | None = None, confirm: int = 0) -> str:
     """The name a run goes by (here and in :mod:`benchmarks.network_e2e`): the agent, then its
     options as on the command line."""
     return (agent + "".join(f" -o {k}={v}" for k, v in (options or {}).items())
             + "".join(f" -b {k}={v}" for k, v in (backend_options or {}).items())
-            + (" --shared-model" if shared_model else "") + (f" --transfer {transfer}" if transfer else ""))
+            + (" --shared-model" if shared_model else "") + (f" --transfer {transfer}" if transfer else "")
+            + (f" --confirm {confirm}" if confirm else ""))
 
 
 def row_entry(row: dict[str, Any]) -> str:
     """A result line's entry (lines written before the options existed are plain runs)."""
-    return entry(row["agent"], row.get("shared_model", False), row.get("transfer", 0))
+    return entry(row["agent"], row.get("shared_model", False), row.get("transfer", 0), confirm=row.get("confirm", 0))
 
 
 def true_latency(result: Any, backend: Any) -> float:
-    """``sum(weight * noise-free latency of the best config)`` over the run's kernels (seconds):
-    the surrogate's prediction of each kernel's pick, without per-repeat noise or drift."""
+    """``sum(weight * noise-free latency of the kernel's pick)`` over the run's kernels (seconds):
+    the surrogate's prediction of each pick, without per-repeat noise or drift."""
     total = 0.0
     for p in result.tasks:
-        best = p.best_trial
-        if best is None or not best.result.ok:
+        pick = p.pick
+        if pick is None:
             return float("inf")
         space = p.runner.base.space
-        cost, _ = backend.model(p.task.task, space.preset).predict([best.config])
+        cost, _ = backend.model(p.task.task, space.preset).predict([pick[0]])
         total += p.task.weight * float(cost[0])
     return total
 
 
 def run_one(network: Any, files: dict[str, Path], agent: str, seed: int, trials: int, batch: int,
-            shared_model: bool = False, transfer: int = 0, drift: float = 0.0) -> dict[str, Any]:
+            shared_model: bool = False, transfer: int = 0, drift: float = 0.0, confirm: int = 0) -> dict[str, Any]:
     from agents.network import tune_network
     from tune_gym.measure.surrogate import SurrogateBackend
 
     backend = SurrogateBackend(dataset=[str(p) for p in files.values()], seed=seed, drift=drift)
     t0 = time.perf_counter()
     result = tune_network(network, agent=agent, trials=trials, batch=batch, backend=backend, seed=seed,
-                          progress=False, shared_model=shared_model, transfer=transfer)
+                          progress=False, shared_model=shared_model, transfer=transfer, confirm=confirm)
     seconds = time.perf_counter() - t0
     simulated = sum(t.result.build_secs + t.result.run_secs for p in result.tasks for t in p.runner.result.trials
                     if t.source == "measured")
-    return {"agent": agent, "shared_model": shared_model, "transfer": transfer, "seed": seed,
+    simulated += sum(r.build_secs + r.run_secs for p in result.tasks for r in p.confirmed.values())
+    row_confirm = {"confirm": confirm, "remeasured": sum(len(p.confirmed) for p in result.tasks),
+                   "pick_not_best": sum(p.pick is not None and p.best_trial is not None
+                                        and p.pick[0] != p.best_trial.config for p in result.tasks)} if confirm else {}
+    return {"agent": agent, "shared_model": shared_model, "transfer": transfer, **row_confirm, "seed": seed,
             "trials": sum(p.trials for p in result.tasks), "drift": drift,
             "latency_ms": result.estimated_latency * 1e3, "true_latency_ms": true_latency(result, backend) * 1e3,
             "simulated_tuning_s": round(simulated, 1),
             "agent_s": round(seconds, 1),
             "per_kernel_trials": [p.trials for p in result.tasks],
             "carried": sum(len(p.carried) for p in result.tasks),
-            "best_carried": sum(p.best_trial is not None and p.best_trial.config in p.carried for p in result.tasks)}
+            "best_carried": sum(p.pick is not None and p.pick[0] in p.carried for p in result.tasks)}
 
 
 def markdown(network: str, runs: list[dict[str, Any]], best_ms: float, meta: dict[str, Any]) -> str:
@@ -169,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the kernels' agents train on every kernel's measurements (meta-bo)")
     p.add_argument("--transfer", type=int, default=0, metavar="K",
                    help="configs per batch carried from kernels with the same knobs")
+    p.add_argument("--confirm", type=int, default=0, metavar="K",
+                   help="after the budget, measure each kernel's K fastest configs again and pick the fastest of "
+                        "that (tune_network(confirm=K); extra measurements, not trials)")
     p.add_argument("--drift", type=float, default=0.0, metavar="S",
                    help="host drift: each config's measurement scaled by exp(S z), z ~ N(0, 1); runs are scored by "
                         "the true latency of their picks and go to OUT/NETWORK-driftS.jsonl (0: none)")
@@ -176,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 0 <= args.transfer <= args.batch:
         p.error(f"--transfer {args.transfer} must be in [0, --batch] = [0, {args.batch}]")
+    if args.confirm < 0:
+        p.error(f"--confirm {args.confirm} must be >= 0")
     if not 0 <= args.drift <= 2:
         p.error(f"--drift {args.drift} must be in [0, 2]")
 
@@ -195,13 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     done = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
     keys = {(row_entry(r), r["seed"], r["trials"]) for r in done}
-    names = [entry(agent, args.shared_model, args.transfer) for agent in args.agents]
+    names = [entry(agent, args.shared_model, args.transfer, confirm=args.confirm) for agent in args.agents]
     for agent, name in zip(args.agents, names):
         for seed in range(args.seeds):
             if (name, seed, args.trials) in keys:
                 continue
             row = run_one(net, files, agent, seed, args.trials, args.batch, args.shared_model, args.transfer,
-                          args.drift)
+                          args.drift, args.confirm)
             print(f"{name} seed {seed}: {row['latency_ms']:.3f} ms measured, {row['true_latency_ms']:.3f} true "
                   f"({row['agent_s']:.0f} s)", flush=True)
             with out.open("a") as f:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tune_gym.errors import TaskError
+from tune_gym.measure import Backend
 from tune_gym.tasks import Task
 from tune_gym.tasks import prim_func as pf
 
@@ -275,6 +276,63 @@ def test_tune_network_carries_peers_best_configs(tiny):
             assert expected
         carried += len(expected)
     assert carried >= 4  # the tiny network's five convolutions share their knobs
+
+
+class _Reversing(Backend):
+    """A host whose second look reverses the first: a config's first measurement grows with a
+    hash of it, every later one shrinks with it. Counts what it measures."""
+
+    name = "reversing"
+
+    def __init__(self):
+        from collections import Counter
+
+        self.calls: list[list[tuple[int, ...]]] = []
+        self.times: Counter = Counter()
+
+    def measure(self, task, space, configs):
+        import hashlib
+
+        from tune_gym.measure.result import MeasureResult
+
+        self.calls.append(list(configs))
+        out = []
+        for c in configs:
+            u = int(hashlib.sha256(repr((task.uri, c)).encode()).hexdigest()[:8], 16) / 2**32
+            first = self.times[(task.uri, c)] == 0
+            self.times[(task.uri, c)] += 1
+            out.append(MeasureResult(costs=(1e-3 * (1 + u) if first else 1e-3 * (2 - u),), flops=task.flops))
+        return out
+
+
+def test_tune_network_confirm_remeasures_the_fastest_and_picks_from_that(tiny, tmp_path):
+    """confirm=3: after the budget, each kernel's 3 fastest configs are measured again in one
+    batch; the fastest of that is the pick the estimate adds up and the database exports; a
+    resumed run re-uses the kept re-measurement."""
+    from agents.network import tune_network
+
+    n = len([t for t in tiny.tasks if t.tunable])
+    backend = _Reversing()
+    result = tune_network(tiny, agent="random", trials=8 * n, batch=4, scheduler="round-robin", confirm=3,
+                          backend=backend, out_dir=tmp_path, progress=False)
+    assert sum(p.trials for p in result.tasks) == 8 * n  # re-measurements are not trials
+    tops = [p.fastest(3) for p in result.tasks]
+    assert backend.calls[-n:] == tops  # one batch per kernel, after the budget
+    for p, top in zip(result.tasks, tops):
+        assert len(top) == 3 and list(p.confirmed) == top
+        assert p.best_trial.config == top[0] and p.pick[0] == top[-1]  # the second look reversed the order
+    assert result.estimated_latency == pytest.approx(sum(p.task.weight * p.confirmed[p.pick[0]].mean
+                                                         for p in result.tasks))
+    db = result.database()
+    assert tiny.tuned_seconds(db) == pytest.approx({p.task.task.name: p.pick_latency for p in result.tasks})
+    assert sorted(f.name for f in (tmp_path / "confirm").iterdir()) == sorted(
+        f"{p.task.task.digest}.jsonl" for p in result.tasks)
+    again = _Reversing()
+    resumed = tune_network(tiny, agent="random", trials=8 * n, batch=4, scheduler="round-robin", confirm=3,
+                           backend=again, out_dir=tmp_path, resume=True, progress=False)
+    assert again.calls == [] and resumed.estimated_latency == pytest.approx(result.estimated_latency)
+    with pytest.raises(ValueError, match=r"confirm \(-1\) must be >= 0"):
+        tune_network(tiny, confirm=-1)
 
 
 @pytest.mark.slow
