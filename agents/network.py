@@ -131,7 +131,8 @@ class NetworkTuneResult:
         return sum(p.task.weight * p.pick_latency for p in self.tasks)
 
     def records(self) -> list[Any]:
-        """Every record of the run's tasks (what :meth:`database` exports)."""
+        """Every record of the run's search (``confirm``'s re-measurements are in
+        ``out_dir/confirm/``; :func:`pick_records` gives what :meth:`database` exports)."""
         from tune_gym.records import load_records
 
         if self.records_dir is None:
