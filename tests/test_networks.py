@@ -391,6 +391,7 @@ def test_network_track_on_tiny(tiny, tmp_path):
     table = (out / "tiny.md").read_text()
     assert all(f"| {name} |" in table for name in ("random", "ga", "random --transfer 2"))
     assert all(r["true_latency_ms"] > 0 and r["drift"] == 0 for r in rows)
+    assert "| rank | agent | seeds | latency ms | true ms |" in table
     # a drifting host: its own file, runs scored by the true latency of their picks
     assert network_track.main(["--network", "tiny", "--data", str(data), "--agents", "random", "--seeds", "1",
                                "--trials", "64", "--drift", "0.5", "--out", str(out)]) == 0
