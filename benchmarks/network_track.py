@@ -139,9 +139,10 @@ def markdown(network: str, runs: list[dict[str, Any]], best_ms: float, meta: dic
             f"scheduler, `surrogate` backend fitted to `{meta['data']}` ({meta['kernels']} kernel datasets, measured "
             f"on host `{meta['host']}`). Best known: {best_ms:.3f} ms (every kernel at its dataset's fastest config). ")
     if drift:
-        head += (f"Host drift {drift}: each config's measurement scaled by exp({drift} z), z ~ N(0, 1). Score (true "
-                 "ms): sum over kernels of weight x the noise-free latency of the config the run picked as its best; "
-                 "measured ms: the same configs as the run measured them; median [IQR] over seeds.")
+        head += (f"Host drift {drift}: each measurement scaled by exp({drift} z), z ~ N(0, 1), drawn afresh. "
+                 "Score (true ms): sum over kernels of weight x the noise-free latency of the config the run "
+                 "picked as its best; measured ms: the same configs as the run measured them; median [IQR] over "
+                 "seeds.")
         cols = "| rank | agent | seeds | true ms | measured ms | vs best known | simulated tuning s | agent s |"
     else:
         head += ("Latency: sum over kernels of weight x the best config's latency as measured; true ms: the same with "
