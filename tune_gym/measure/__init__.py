@@ -43,8 +43,8 @@ def make_backend(name: str, **options: Any) -> Backend:
       against (``"recorded"``: the one it was recorded under, without TVM).
     * ``surrogate``: an XGBoost model fitted on the data answers any config
       (:class:`SurrogateBackend`); options ``dataset`` (as for replay), ``seed`` (noise
-      seed, default 0), ``noise`` (default ``True``) and ``drift`` (default 0: per-config
-      speed drift of the host, :mod:`tune_gym.measure.surrogate`).
+      seed, default 0), ``noise`` (default ``True``) and ``drift`` (default 0: the host's speed
+      drifting from one measurement to the next, :mod:`tune_gym.measure.surrogate`).
     * ``rpc``: builds here, times on devices registered with a TVM RPC tracker
       (:class:`tune_gym.measure.rpc.RPCBackend`); options: :class:`RPCConfig` fields
       (``tracker="host:port"``, ``key``, ``devices``, the live timing options, ...).
