@@ -23,7 +23,7 @@ kernel's ``K`` fastest configs measured again at the end, the fastest of that re
 picked; their simulated tuning time counts the re-measurements).
 
 ``--drift S`` (> 0) runs the track on a host whose speed wanders between measurements: every
-config's measurement is scaled by one factor ``exp(S * z)``, ``z ~ N(0, 1)`` (the surrogate's
+measurement is scaled by one factor ``exp(S * z)``, ``z ~ N(0, 1)`` (the surrogate's
 ``drift`` option, :mod:`tune_gym.measure.surrogate`). A tuner then sees lucky measurements as
 fast configs, so such a track scores each run by the true latency of the configs it picked (the
 surrogate's noise-free prediction, ``true ms``) and shows the measured one next to it; their gap
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="after the budget, measure each kernel's K fastest configs again and pick the fastest of "
                         "that (tune_network(confirm=K); extra measurements, not trials)")
     p.add_argument("--drift", type=float, default=0.0, metavar="S",
-                   help="host drift: each config's measurement scaled by exp(S z), z ~ N(0, 1); runs are scored by "
+                   help="host drift: each measurement scaled by exp(S z), z ~ N(0, 1); runs are scored by "
                         "the true latency of their picks and go to OUT/NETWORK-driftS.jsonl (0: none)")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
