@@ -102,6 +102,18 @@ class TaskProgress:
         return (best.config, best.result) if best is not None and best.result.ok else None
 
     @property
+    def pick_carried(self) -> bool:
+        """Whether :attr:`pick` is a config carried over from a peer kernel."""
+        pick = self.pick
+        return pick is not None and pick[0] in self.carried
+
+    @property
+    def pick_changed(self) -> bool:
+        """Whether the confirming re-measurement picked another config than the best trial."""
+        pick, best = self.pick, self.best_trial
+        return pick is not None and best is not None and pick[0] != best.config
+
+    @property
     def pick_latency(self) -> float:
         """Seconds per call of :attr:`pick` as last measured (``inf`` before one ran)."""
         pick = self.pick
@@ -204,38 +216,26 @@ def pick_records(run_dir: str | Path, confirmed: set[str] | None = None) -> list
     return out
 
 
-def _confirm_path(folder: Path, p: TaskProgress) -> Path:
-    return folder / f"{p.task.task.digest}.jsonl"
-
-
-def _load_confirm(folder: Path, p: TaskProgress) -> list[Any]:
-    """The kernel's confirming re-measurement as records (none when there is no file)."""
-    from tune_gym.records import load_records
-
-    path = _confirm_path(folder, p)
-    return load_records(path, task=p.task.task.uri) if path.exists() else []
-
-
 def _confirm(state: list[TaskProgress], backend: Any, k: int, folder: Path | None, resume: bool) -> None:
     """Measure each kernel's ``k`` fastest configs again, in one batch per kernel (see the
     module docstring); a kept re-measurement of the same configs is re-used on resume."""
-    from tune_gym.records import Record, RecordWriter
+    from tune_gym.records import Record, RecordWriter, load_records
 
     for p in state:
         top = p.fastest(k)
         if len(top) < 2:  # nothing to choose between
             continue
         space = p.runner.base.space
-        if folder is not None and resume:
-            kept = {r.config: r.result for r in _load_confirm(folder, p)}
+        path = folder / f"{p.task.task.digest}.jsonl" if folder is not None else None
+        if path is not None and resume and path.exists():
+            kept = {r.config: r.result for r in load_records(path, task=p.task.task.uri)}
             if set(kept) == set(top):
                 p.confirmed = kept
                 continue
         results = backend.measure(p.task.task, space, top)
         p.confirmed = dict(zip(top, results))
-        if folder is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-            path = _confirm_path(folder, p)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.unlink(missing_ok=True)  # one re-measurement per kernel: the latest
             with RecordWriter(path) as writer:
                 writer.append([Record.create(space, c, r, backend.name) for c, r in zip(top, results)])
@@ -392,15 +392,15 @@ def network_report(result: NetworkTuneResult, threads: int, compare: tuple[str, 
             rows["PyTorch eager"] = time_torch(net.name, threads, repeats=timing_repeats).to_json()
     tasks = []
     for p in result.tasks:
-        best, pick = p.best_trial, p.pick
+        pick = p.pick
         tasks.append({
             "kernel": p.task.task.name, "uri": p.task.task.uri, "weight": p.task.weight,
             "anchor": p.task.anchor.uri if p.task.anchor else None, "trials": p.trials,
-            "carried": len(p.carried), "best_carried": pick is not None and pick[0] in p.carried,
+            "carried": len(p.carried), "best_carried": p.pick_carried,
             "best_ms": pick[1].mean * 1e3 if pick is not None else None,
             "gflops": pick[1].gflops if pick is not None else None,
             "confirmed": len(p.confirmed),
-            "pick_is_best_trial": pick is not None and best is not None and pick[0] == best.config,
+            "pick_is_best_trial": pick is not None and not p.pick_changed,
             "applied": p.task.task.name in applied})
     return {"network": net.name, "target": str(net.target), "agent": result.agent, "scheduler": result.scheduler,
             "trials": result.trials, "kernels": len(net.tasks), "tuned_kernels": len(result.tasks),

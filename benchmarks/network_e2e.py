@@ -117,11 +117,9 @@ def part_tune(net: Any, args: argparse.Namespace, root: Path) -> None:
                 "per_task_trials": {p.task.task.name: p.trials for p in result.tasks}}
         if args.transfer:  # what this invocation carried (a resumed run counts its own part only)
             info["carried"] = {p.task.task.name: len(p.carried) for p in result.tasks if p.carried}
-            info["best_carried"] = [p.task.task.name for p in result.tasks
-                                    if p.pick is not None and p.pick[0] in p.carried]
+            info["best_carried"] = [p.task.task.name for p in result.tasks if p.pick_carried]
         if args.confirm:  # kernels whose pick the re-measurement changed from the best trial
-            info["pick_not_best"] = [p.task.task.name for p in result.tasks if p.pick is not None
-                                     and p.best_trial is not None and p.pick[0] != p.best_trial.config]
+            info["pick_not_best"] = [p.task.task.name for p in result.tasks if p.pick_changed]
         _save(run_dir / "tuning.json", info)
         print(f"{agent}: {done} trials, {info['seconds']:.0f} s, estimated {info['estimated_ms']:.2f} ms", flush=True)
 

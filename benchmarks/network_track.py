@@ -121,8 +121,7 @@ def run_one(network: Any, files: dict[str, Path], agent: str, seed: int, trials:
                     if t.source == "measured")
     simulated += sum(r.build_secs + r.run_secs for p in result.tasks for r in p.confirmed.values())
     row_confirm = {"confirm": confirm, "remeasured": sum(len(p.confirmed) for p in result.tasks),
-                   "pick_not_best": sum(p.pick is not None and p.best_trial is not None
-                                        and p.pick[0] != p.best_trial.config for p in result.tasks)} if confirm else {}
+                   "pick_not_best": sum(p.pick_changed for p in result.tasks)} if confirm else {}
     return {"agent": agent, "shared_model": shared_model, "transfer": transfer, **row_confirm, "seed": seed,
             "trials": sum(p.trials for p in result.tasks), "drift": drift,
             "latency_ms": result.estimated_latency * 1e3, "true_latency_ms": true_latency(result, backend) * 1e3,
@@ -130,7 +129,7 @@ def run_one(network: Any, files: dict[str, Path], agent: str, seed: int, trials:
             "agent_s": round(seconds, 1),
             "per_kernel_trials": [p.trials for p in result.tasks],
             "carried": sum(len(p.carried) for p in result.tasks),
-            "best_carried": sum(p.pick is not None and p.pick[0] in p.carried for p in result.tasks)}
+            "best_carried": sum(p.pick_carried for p in result.tasks)}
 
 
 def markdown(network: str, runs: list[dict[str, Any]], best_ms: float, meta: dict[str, Any]) -> str:
